@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Module parameters: the address family number and the defaults that size
+ * each new socket, with rsocket(7)'s default values.
+ *
+ * Every value is range-checked when it is set, at load time (modprobe
+ * arguments: a bad one fails the load) and through sysfs afterwards (a bad
+ * one fails the write).  Sockets read the current values locklessly when they
+ * are created; the kernel serialises writers with kernel_param_lock().
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/kernel.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/socket.h>
+#include <linux/string.h>
+#include <linux/sysfs.h>
+#include <kunit/visibility.h>
+#include <linux/rstream.h>
+
+#include "rstream.h"
+
+/* rsocket clamps queue sizes to [16, 0xfffe]; rstream rejects instead. */
+#define RSTREAM_QP_MIN_SIZE	16
+#define RSTREAM_QP_MAX_SIZE	0xfffe
+/* rsocket's minimum inline size: one 16-byte SGL entry (a ring grant). */
+#define RSTREAM_MIN_INLINE	16
+/* A ring half must fit the 29-bit length of a data immediate. */
+#define RSTREAM_MEM_MIN		4096
+#define RSTREAM_MEM_MAX		(256U << 20)
+
+#define RSTREAM_PARAM(_id, _name, _dflt, _min, _max)			\
+	[_id] = { .name = _name, .value = _dflt, .dflt = _dflt,		\
+		  .min = _min, .max = _max }
+
+struct rstream_param rstream_params[RSTREAM_PARAM_COUNT] = {
+	RSTREAM_PARAM(RSTREAM_PARAM_FAMILY, "family", AF_RSTREAM,
+		      1, AF_MAX - 1),
+	RSTREAM_PARAM(RSTREAM_PARAM_MEM, "mem_default", 128U << 10,
+		      RSTREAM_MEM_MIN, RSTREAM_MEM_MAX),
+	RSTREAM_PARAM(RSTREAM_PARAM_WMEM, "wmem_default", 128U << 10,
+		      RSTREAM_MEM_MIN, RSTREAM_MEM_MAX),
+	RSTREAM_PARAM(RSTREAM_PARAM_SQSIZE, "sqsize_default", 384,
+		      RSTREAM_QP_MIN_SIZE, RSTREAM_QP_MAX_SIZE),
+	RSTREAM_PARAM(RSTREAM_PARAM_RQSIZE, "rqsize_default", 384,
+		      RSTREAM_QP_MIN_SIZE, RSTREAM_QP_MAX_SIZE),
+	RSTREAM_PARAM(RSTREAM_PARAM_INLINE, "inline_default", 64,
+		      RSTREAM_MIN_INLINE, RSTREAM_QP_MAX_SIZE),
+};
+EXPORT_SYMBOL_IF_KUNIT(rstream_params);
+
+/**
+ * rstream_param_parse() - parse and range-check a parameter value
+ * @param: the parameter, for its range
+ * @val: the text written (decimal, 0x hex or 0 octal; one trailing newline)
+ * @out: the value, written only on success
+ *
+ * Pure function, no side effects: the KUnit suite checks every edge.
+ * Return: 0, or -EINVAL for text that is not a number or is out of range.
+ */
+int rstream_param_parse(const struct rstream_param *param, const char *val,
+			unsigned int *out)
+{
+	unsigned int v;
+
+	if (kstrtouint(val, 0, &v))
+		return -EINVAL;
+	if (v < param->min || v > param->max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+EXPORT_SYMBOL_IF_KUNIT(rstream_param_parse);
+
+/* Process context, kernel_param_lock held (load time or a sysfs write). */
+static int rstream_param_set(const char *val, const struct kernel_param *kp)
+{
+	struct rstream_param *param = kp->arg;
+	unsigned int v;
+
+	if (rstream_param_parse(param, val, &v)) {
+		/* Echo at most 32 characters of what was written, minus "\n". */
+		pr_err("%s: invalid value '%.*s': must be an integer in %u..%u\n",
+		       param->name, (int)min_t(size_t, strcspn(val, "\n"), 32),
+		       val, param->min, param->max);
+		return -EINVAL;
+	}
+	WRITE_ONCE(param->value, v);
+	return 0;
+}
+
+static int rstream_param_get(char *buf, const struct kernel_param *kp)
+{
+	const struct rstream_param *param = kp->arg;
+
+	return sysfs_emit(buf, "%u\n", READ_ONCE(param->value));
+}
+
+static const struct kernel_param_ops rstream_param_ops = {
+	.set = rstream_param_set,
+	.get = rstream_param_get,
+};
+
+/* Read-only: the family is registered once, at load time. */
+module_param_cb(family, &rstream_param_ops,
+		&rstream_params[RSTREAM_PARAM_FAMILY], 0444);
+MODULE_PARM_DESC(family,
+		 "address family number to register (1..45, default 22); read-only once loaded");
+
+module_param_cb(mem_default, &rstream_param_ops,
+		&rstream_params[RSTREAM_PARAM_MEM], 0644);
+MODULE_PARM_DESC(mem_default,
+		 "receive ring bytes of a new socket (4096..268435456, default 131072); SO_RCVBUF sets twice its value");
+
+module_param_cb(wmem_default, &rstream_param_ops,
+		&rstream_params[RSTREAM_PARAM_WMEM], 0644);
+MODULE_PARM_DESC(wmem_default,
+		 "send staging ring bytes of a new socket (4096..268435456, default 131072); SO_SNDBUF sets twice its value");
+
+module_param_cb(sqsize_default, &rstream_param_ops,
+		&rstream_params[RSTREAM_PARAM_SQSIZE], 0644);
+MODULE_PARM_DESC(sqsize_default,
+		 "send queue entries of a new socket (16..65534, default 384); SOL_RDMA RDMA_SQSIZE overrides");
+
+module_param_cb(rqsize_default, &rstream_param_ops,
+		&rstream_params[RSTREAM_PARAM_RQSIZE], 0644);
+MODULE_PARM_DESC(rqsize_default,
+		 "receive queue entries, the message credits a socket grants (16..65534, default 384); SOL_RDMA RDMA_RQSIZE overrides");
+
+module_param_cb(inline_default, &rstream_param_ops,
+		&rstream_params[RSTREAM_PARAM_INLINE], 0644);
+MODULE_PARM_DESC(inline_default,
+		 "largest send posted inline, in bytes (16..65534, default 64); SOL_RDMA RDMA_INLINE overrides");
