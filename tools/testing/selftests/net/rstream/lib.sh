@@ -1,0 +1,38 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Shared by the shell selftests: one function per test case, KTAP output
+# through kselftest's ktap_helpers.sh.  A case fails by printing why and
+# returning non-zero (die does both).
+
+DIR=$(cd "$(dirname "$0")" && pwd)
+PARAMS=/sys/module/rstream/parameters
+. "$DIR/ktap_helpers.sh"
+
+die() {
+	echo "$*"
+	exit 1
+}
+
+# Kernel log lines printed since the last mark_log.
+mark_log() {
+	LOG_MARK=$(dmesg | wc -l)
+}
+
+new_log() {
+	dmesg | tail -n +$((LOG_MARK + 1))
+}
+
+# run_tests <function>...: the plan, then each function as one case.
+run_tests() {
+	ktap_print_header
+	ktap_set_plan $#
+	for t in "$@"; do
+		if out=$("$t" 2>&1); then
+			ktap_test_pass "$t"
+		else
+			echo "$out" | sed 's/^/# /'
+			ktap_test_fail "$t"
+		fi
+	done
+	ktap_finished
+}

@@ -1,0 +1,29 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The Debian packages the rig needs, installed with apt-get."""
+
+from . import kernels
+from .util import RigError, is_root, run, say
+
+PACKAGES = [
+    # building the module, its tests and the debug kernel
+    "make", "gcc", "g++", "libc6-dev", "bc", "bison", "flex", "libelf-dev",
+    "libssl-dev", "perl", "python3", "sparse", "dkms", "xz-utils", "git",
+    # guests
+    "qemu-system-x86", "busybox-static", "cpio", "kmod", "iproute2", "bash",
+    # rdma-core in the guests, and for interop tests
+    "rdma-core", "ibverbs-utils", "ibverbs-providers", "rdmacm-utils",
+    "perftest", "libibverbs-dev", "librdmacm-dev",
+]
+
+
+def install(names):
+    if not is_root():
+        raise RigError("installing packages needs root")
+    env = {"DEBIAN_FRONTEND": "noninteractive"}
+    say("apt-get update")
+    run(["apt-get", "update", "-q"], env=env)
+    wanted = PACKAGES + kernels.header_packages(names)
+    say("apt-get install " + " ".join(wanted))
+    run(["apt-get", "install", "-y", "-q", "--no-install-recommends"] +
+        wanted, env=env)
+    return 0

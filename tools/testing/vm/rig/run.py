@@ -1,0 +1,460 @@
+# SPDX-License-Identifier: GPL-2.0
+"""What `make check`, `make run` and `make vm-shell` do.
+
+For each kernel: build rstream.ko (W=1, sparse; any warning fails), boot one
+guest (loopback: rxe0, and siw0 where the kernel has siw) and run KUnit and
+the kselftests, then boot two guests joined by a wire and run the two-host
+suites.  Every result, and every failure of the rig itself (build, boot,
+time-out, kernel splat, module unload), is one line in the totals.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from . import console, initramfs, kernels, ktap, qemu
+from .util import (OUT, REPO, VM_DIR, RigError, fresh_dir, output, run, say,
+                   tail)
+
+MODULE_SOURCES = ["Kbuild", "Makefile", "net", "include"]
+SELFTESTS = REPO / "tools" / "testing" / "selftests" / "net" / "rstream"
+GUEST_LIB = "/usr/lib/rstream"
+KUNIT_LIMIT = 300
+WIRE_LIMIT = 300
+
+ADDRESSES = {
+    # role: (IPv4, IPv6) on the rxe netdev; the peer's are the other role's
+    "single": ("192.0.2.1", "2001:db8::1"),
+    "a": ("192.0.2.1", "2001:db8::1"),
+    "b": ("192.0.2.2", "2001:db8::2"),
+}
+SIW_ADDRESSES = ("198.51.100.1", "2001:db8:1::1")
+
+
+class Section:
+    """The results of one part of a run: a build, a guest."""
+
+    def __init__(self, title):
+        self.title = title
+        self.counts = ktap.Counts()
+        self.notes = []
+
+    def check(self, name, ok, why=""):
+        if ok:
+            self.counts.passed += 1
+        else:
+            self.counts.fail(f"{name}: {why}" if why else name)
+
+
+class Report:
+    def __init__(self):
+        self.sections = []
+
+    def section(self, title):
+        s = Section(title)
+        self.sections.append(s)
+        return s
+
+    def totals(self):
+        t = ktap.Counts()
+        for s in self.sections:
+            t.add(s.counts)
+        return t
+
+    def print(self):
+        say("")
+        say(f"{'':2}{'where':<44} {'passed':>7} {'failed':>7}")
+        for s in self.sections:
+            say(f"{'':2}{s.title:<44} {s.counts.passed:>7} "
+                f"{s.counts.failed:>7}")
+        failed = [s for s in self.sections if s.counts.failed]
+        if failed:
+            say("\nFailures:")
+            for s in failed:
+                for f in s.counts.failures:
+                    say(f"  {s.title}: {f}")
+                for n in s.notes:
+                    say(f"    {n}")
+
+
+# -- building --------------------------------------------------------------
+
+def copy_sources(dest):
+    ignore = shutil.ignore_patterns("*.o", "*.ko", "*.mod", "*.mod.c",
+                                    ".*.cmd", "*.order", "*.symvers", ".*.d")
+    for name in MODULE_SOURCES:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=ignore)
+        else:
+            shutil.copy2(src, dest / name)
+
+
+def build_module(kernel, section):
+    """rstream.ko (and its KUnit module where the kernel has KUnit), from a
+    clean copy of the sources, so every warning shows every time."""
+    dest = fresh_dir(OUT / kernel.name / "module")
+    copy_sources(dest)
+    log = OUT / kernel.name / "module-build.log"
+    log.unlink(missing_ok=True)
+    res = run(["make", "-C", kernel.kdir, f"M={dest}", "W=1", "C=1",
+               f"-j{os.cpu_count()}", "modules"], log=log, check=False)
+    text = log.read_text(errors="replace")
+    warnings = [l for l in text.splitlines()
+                if re.search(r"\b(warning|error|WARNING|ERROR):", l)]
+    ok = res.returncode == 0 and not warnings
+    why = "; ".join(warnings[:5]) or tail(log, 5)
+    section.check(f"rstream.ko builds clean (W=1, sparse) against "
+                  f"{kernel.release}", ok, why)
+    if not ok:
+        section.notes.append(f"build log: {log}")
+        return None
+    modules = {p.name: p for p in dest.rglob("*.ko")}
+    if kernel.enabled("CONFIG_KUNIT"):
+        section.check("KUnit module built", "rstream_kunit.ko" in modules,
+                      "no rstream_kunit.ko although the kernel has KUnit")
+    return modules
+
+
+def build_selftests(ksft_dir, section):
+    out = OUT / "selftests"
+    inst = fresh_dir(OUT / "selftests-install")
+    log = OUT / "selftests-build.log"
+    log.unlink(missing_ok=True)
+    res = run(["make", "-C", SELFTESTS, f"KSFT_DIR={ksft_dir}",
+               f"OUTPUT={out}", f"INSTALL_PATH={inst}", "install"],
+              log=log, check=False)
+    section.check("kselftests build (-Wall -Wextra -Werror)",
+                  res.returncode == 0, tail(log, 5))
+    return inst if res.returncode == 0 else None
+
+
+# -- guests -------------------------------------------------------------------
+
+def selftest_plan(inst):
+    limit = 45
+    settings = inst / "settings"
+    if settings.exists():
+        m = re.search(r"^timeout=(\d+)", settings.read_text(), re.M)
+        if m:
+            limit = int(m.group(1))
+    names = (inst / "tests.list").read_text().split()
+    return [(f"selftests/{n}", limit, f"{GUEST_LIB}/selftests/{n}")
+            for n in names]
+
+
+def guest_conf(role, mode, module_args=""):
+    addr4, addr6 = ADDRESSES[role]
+    peer = {"a": "b", "b": "a"}.get(role)
+    peer4, peer6 = ADDRESSES[peer] if peer else ("", "")
+    values = {
+        "RSTREAM_MODE": mode, "RSTREAM_ROLE": role,
+        "RSTREAM_ADDR4": addr4, "RSTREAM_ADDR6": addr6,
+        "RSTREAM_PEER4": peer4, "RSTREAM_PEER6": peer6,
+        "RSTREAM_SIW_ADDR4": SIW_ADDRESSES[0],
+        "RSTREAM_SIW_ADDR6": SIW_ADDRESSES[1],
+        "RSTREAM_MODULE_ARGS": module_args,
+    }
+    return "".join(f"{k}='{v}'\n" for k, v in values.items())
+
+
+def overlay(kernel, modules, selftests, role, mode, plan):
+    extra = f"/lib/modules/{kernel.release}/extra"
+    files = {
+        "/init": VM_DIR / "guest" / "init",
+        "/etc/rstream-vm.conf": guest_conf(role, mode),
+        "/etc/rstream-vm.plan": "".join(f"{n} {t} {c}\n"
+                                        for n, t, c in plan),
+        f"{GUEST_LIB}/guest": VM_DIR / "guest",
+        f"{GUEST_LIB}/selftests": selftests,
+    }
+    for name, path in modules.items():
+        files[f"{extra}/{name}"] = path
+    return files
+
+
+def make_guests(kernel, modules, selftests, topology, mode, plan):
+    logdir = OUT / "logs" / kernel.name
+    if topology == "loopback":
+        roles, nets, smp, mem = ["single"], [[]], 2, 2048
+    else:
+        roles, smp, mem = ["a", "b"], 1, 1536
+        port = qemu.free_port()
+        nets = qemu.pair_networking(port)
+    guests = []
+    for role, net in zip(roles, nets):
+        name = topology if role == "single" else f"{topology}-{role}"
+        initrd = OUT / kernel.name / f"{name}.initrd"
+        initramfs.initrd(kernel, overlay(kernel, modules, selftests, role,
+                                         mode, plan), initrd)
+        guests.append(qemu.Guest(name=name, kernel=kernel, initrd=initrd,
+                                 logdir=logdir, role=role, smp=smp,
+                                 memory=mem, net=net))
+    return guests, (port if topology == "pair" else None)
+
+
+def suite_sections(text):
+    """{suite name: (its output, its exit status or None)} from a guest's
+    results channel."""
+    suites = {}
+    current, lines = None, []
+    for line in text.splitlines():
+        line = line.rstrip("\r")
+        m = re.match(r"@@SUITE-BEGIN (\S+)", line)
+        if m:
+            current, lines = m.group(1), []
+            continue
+        m = re.match(r"@@SUITE-END (\S+) rc=(\d+)", line)
+        if m and current:
+            suites[current] = ("\n".join(lines), int(m.group(2)))
+            current = None
+            continue
+        if current:
+            lines.append(line)
+    if current:
+        suites[current] = ("\n".join(lines), None)
+    return suites
+
+
+def judge_guest(guest, plan, section):
+    """Everything one guest's run says, as passes and failures."""
+    text = guest.results_text
+    section.check("boot and RDMA set-up", guest.setup_done,
+                  guest.setup_failed or guest.killed or
+                  "no @@SETUP-DONE (see the console log)")
+    for m in re.finditer(r"^@@CHECK (.+?) (ok|fail)(?: (.*))?$", text, re.M):
+        section.check(m.group(1), m.group(2) == "ok", m.group(3) or "")
+    suites = suite_sections(text)
+    for name, limit, _ in plan:
+        if not guest.setup_done:
+            break
+        if name not in suites:
+            section.check(name, False, guest.killed or "never started")
+            continue
+        out, rc = suites[name]
+        counts = ktap.parse(out, prefix=f"{name}: ")
+        section.counts.add(counts)
+        if rc is None:
+            section.check(f"{name} finished", False, guest.killed or
+                          "no end marker")
+        elif rc == 137:
+            last = re.findall(r"^#\s+RUN\s+(\S+)", out, re.M)
+            section.check(f"{name} finished", False,
+                          f"killed after its {limit} s limit" +
+                          (f"; last test started: {last[-1]}" if last
+                           else ""))
+        elif rc != 0 and not counts.failed:
+            section.check(f"{name} exit status", False, f"exit {rc}")
+    section.check("guest finished", guest.finished and not guest.killed,
+                  guest.killed or "no @@GUEST-DONE: the guest crashed or "
+                  "hung (see the console log)")
+    try:
+        log = guest.console.read_text(errors="replace")
+    except OSError:
+        log = ""
+    found = console.splats(log)
+    section.check("no kernel splat in the console log", not found,
+                  f"{len(found)} line(s), first: line {found[0][0]}: "
+                  f"{found[0][1]}" if found else "")
+    if section.counts.failed:
+        section.notes.append(f"console log: {guest.console}")
+        section.notes.append(f"results log: {guest.results}")
+
+
+def progress(guest, line):
+    if line.startswith("@@SUITE-END"):
+        m = re.match(r"@@SUITE-END (\S+) rc=(\d+)", line)
+        took = time.monotonic() - guest.suite_started
+        say(f"    {guest.name}: {m.group(1)} done (exit {m.group(2)}, "
+            f"{took:.0f} s)")
+    elif line.startswith("@@SETUP-DONE"):
+        say(f"    {guest.name}: up, RDMA ready ({guest.boot_seconds:.1f} s)")
+    elif line.startswith("@@SETUP-FAILED"):
+        say(f"    {guest.name}: SET-UP FAILED: {line}")
+
+
+def run_topology(kernel, modules, selftests, topology, plan, report):
+    guests, port = make_guests(kernel, modules, selftests, topology, "check",
+                               plan)
+    say(f"  {kernel.name}: booting {topology} "
+        f"({', '.join(g.name for g in guests)})")
+    started = time.monotonic()
+    qemu.run(guests, progress, pair_port=port)
+    took = time.monotonic() - started
+    for g in guests:
+        section = report.section(f"{kernel.name} {g.name}")
+        judge_guest(g, plan, section)
+        section.seconds = took
+    say(f"  {kernel.name}: {topology} finished in {took:.0f} s")
+
+
+# -- host checks --------------------------------------------------------------
+
+def source_files(*suffixes):
+    files = output(["git", "-C", REPO, "ls-files", "--cached", "--others",
+                    "--exclude-standard"]).split()
+    return [REPO / f for f in files if f.endswith(suffixes)
+            and (REPO / f).exists()]
+
+
+def host_checks(ksrc, section):
+    """Style and the uapi header, which need no guest."""
+    checkpatch = ksrc / "scripts" / "checkpatch.pl"
+    for f in source_files(".c", ".h"):
+        res = run([checkpatch, "--strict", "--no-tree", "--terse",
+                   "--show-types", "--ignore", "FILE_PATH_CHANGES",
+                   "-f", f], capture=True, check=False)
+        issues = [l for l in res.stdout.splitlines()
+                  if re.search(r"(ERROR|WARNING|CHECK):", l)]
+        section.check(f"checkpatch --strict {f.relative_to(REPO)}",
+                      res.returncode == 0 and not issues,
+                      "; ".join(issues[:3]))
+    uapi = REPO / "include" / "uapi"
+    probe = '#include <linux/rstream.h>\nint family = AF_RSTREAM + ' \
+            'PF_RSTREAM + SOL_RDMA + RDMA_SQSIZE + RDMA_RQSIZE + ' \
+            'RDMA_INLINE + RDMA_IOMAPSIZE + RDMA_ROUTE;\n'
+    for lang, compiler, std in (("c", "gcc", "-std=c89"),
+                                ("c++", "g++", "-std=c++98")):
+        res = subprocess.run([compiler, "-x", lang, std, "-pedantic", "-Wall", "-Wextra", "-Werror",
+                              "-fsyntax-only", f"-I{uapi}", "-"],
+                             input=probe, text=True, capture_output=True)
+        section.check(f"uapi rstream.h compiles alone as {lang} {std}",
+                      res.returncode == 0, res.stderr.strip()[:300])
+    dkms = (REPO / "dkms.conf").read_text()
+    code = (REPO / "net" / "rstream" / "rstream.h").read_text()
+    dv = re.search(r'PACKAGE_VERSION="([^"]+)"', dkms)
+    cv = re.search(r'RSTREAM_VERSION\s+"([^"]+)"', code)
+    section.check("dkms.conf and the module agree on the version",
+                  dv and cv and dv.group(1) == cv.group(1),
+                  f"dkms.conf {dv and dv.group(1)}, module "
+                  f"{cv and cv.group(1)}")
+
+
+def dkms_build(kernel, section):
+    """The DKMS install path, in a private DKMS tree (no system change)."""
+    top = fresh_dir(OUT / kernel.name / "dkms")
+    version = re.search(r'PACKAGE_VERSION="([^"]+)"',
+                        (REPO / "dkms.conf").read_text()).group(1)
+    src = top / "source" / f"rstream-{version}"
+    src.mkdir(parents=True)
+    copy_sources(src)
+    shutil.copy2(REPO / "dkms.conf", src / "dkms.conf")
+    log = OUT / kernel.name / "dkms.log"
+    log.unlink(missing_ok=True)
+    res = run(["dkms", "build", "-m", "rstream", "-v", version,
+               "-k", kernel.release, "--sourcetree", top / "source",
+               "--dkmstree", top / "tree", "--installtree", top / "install"],
+              log=log, check=False)
+    built = list((top / "tree").rglob("rstream.ko*"))
+    section.check(f"dkms build against {kernel.release}",
+                  res.returncode == 0 and bool(built), tail(log, 5))
+
+
+# -- commands -----------------------------------------------------------------
+
+def prepare_selftests(report):
+    ksrc, _ = kernels.linux_source()
+    return ksrc, build_selftests(ksrc / "tools" / "testing" / "selftests",
+                                 report.section("host: test programs"))
+
+
+def check(names):
+    report = Report()
+    started = time.monotonic()
+    try:
+        ksrc, selftests = prepare_selftests(report)
+        host_checks(ksrc, report.section("host: style, uapi, version"))
+    except RigError as e:
+        report.section("host: preparation").check("prepare", False, str(e))
+        selftests = None
+    for name in names:
+        section = report.section(f"{name} build")
+        try:
+            kernel = kernels.get(name)
+        except RigError as e:
+            section.check(f"kernel {name}", False, str(e))
+            continue
+        say(f"== {name}: {kernel.release} ({kernel.package})")
+        modules = build_module(kernel, section)
+        if not kernel.debug:
+            dkms_build(kernel, section)
+        if modules is None or selftests is None:
+            continue
+        plan = []
+        if "rstream_kunit.ko" in modules:
+            plan.append(("kunit/rstream_kunit", KUNIT_LIMIT,
+                         f"{GUEST_LIB}/guest/kunit.sh rstream_kunit"))
+        plan += selftest_plan(selftests)
+        for topology, topo_plan in (
+                ("loopback", plan),
+                ("pair", [("rig/wire", WIRE_LIMIT,
+                           f"{GUEST_LIB}/guest/wire.sh")])):
+            try:
+                run_topology(kernel, modules, selftests, topology,
+                             topo_plan, report)
+            except RigError as e:
+                report.section(f"{name} {topology}").check(
+                    f"{topology} guests", False, str(e))
+    report.print()
+    t = report.totals()
+    say(f"\nmake check took {time.monotonic() - started:.0f} s; logs in "
+        f"{OUT / 'logs'}")
+    summary = f"{t.passed} passed, {t.failed} failed"
+    (OUT / "check-summary.txt").write_text(summary + "\n")
+    say(summary)
+    return 0 if t.failed == 0 else 1
+
+
+def demo(name):
+    """Boot one guest and show rstream up over soft-RoCE."""
+    report = Report()
+    _, selftests = prepare_selftests(report)
+    kernel = kernels.get(name)
+    section = report.section(f"{name} build")
+    modules = build_module(kernel, section)
+    if modules is None or selftests is None:
+        report.print()
+        return 1
+    plan = [("demo", 120, f"{GUEST_LIB}/guest/demo.sh")]
+    guests, _ = make_guests(kernel, modules, selftests, "loopback", "run",
+                            plan)
+    say(f"booting {kernel.release} under QEMU (TCG) ...")
+    qemu.run(guests, progress)
+    g = guests[0]
+    out, rc = suite_sections(g.results_text).get("demo", ("", None))
+    say("")
+    say(out)
+    say("")
+    section = report.section(f"{name} {g.name}")
+    section.check("boot and RDMA set-up", g.setup_done,
+                  g.setup_failed or g.killed)
+    section.check("demo ran", rc == 0, f"exit {rc}")
+    section.check("guest finished", g.finished and not g.killed, g.killed)
+    found = console.splats(g.console.read_text(errors="replace"))
+    section.check("no kernel splat", not found,
+                  found[0][1] if found else "")
+    t = report.totals()
+    if t.failed:
+        report.print()
+    say(f"console log: {g.console}")
+    return 0 if t.failed == 0 else 1
+
+
+def shell(name):
+    """An interactive guest with everything loaded (Ctrl-A X leaves QEMU)."""
+    report = Report()
+    _, selftests = prepare_selftests(report)
+    kernel = kernels.get(name)
+    modules = build_module(kernel, report.section("build"))
+    if modules is None or selftests is None:
+        report.print()
+        return 1
+    guests, _ = make_guests(kernel, modules, selftests, "loopback", "shell",
+                            [])
+    say(f"selftests in {GUEST_LIB}/selftests, modules in "
+        f"/lib/modules/{kernel.release}/extra; Ctrl-A X quits QEMU")
+    return subprocess.run(qemu.qemu_command(guests[0],
+                                            interactive=True)).returncode
