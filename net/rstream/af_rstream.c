@@ -69,8 +69,11 @@ static int rstream_getsockopt(struct socket *sock, int level, int optname,
 	return level == SOL_RDMA ? -EOPNOTSUPP : -ENOPROTOOPT;
 }
 
-/* Not const: .family is the number chosen at load time. */
-static struct proto_ops rstream_stream_ops __ro_after_init = {
+/*
+ * No .family: the number is chosen at load time, and the core takes a
+ * socket's family from rstream_family_ops and sk->sk_family, not from here.
+ */
+static const struct proto_ops rstream_stream_ops = {
 	.owner		= THIS_MODULE,
 	.release	= rstream_release,
 	.bind		= sock_no_bind,
@@ -102,7 +105,7 @@ static int rstream_create(struct net *net, struct socket *sock, int protocol,
 	if (protocol && protocol != IPPROTO_TCP)
 		return -EPROTONOSUPPORT;
 
-	sk = sk_alloc(net, rstream_stream_ops.family, GFP_KERNEL,
+	sk = sk_alloc(net, rstream_param(RSTREAM_PARAM_FAMILY), GFP_KERNEL,
 		      &rstream_proto, kern);
 	if (!sk)
 		return -ENOMEM;
@@ -120,6 +123,7 @@ static int rstream_create(struct net *net, struct socket *sock, int protocol,
 	return 0;
 }
 
+/* Not const: .family is the number chosen at load time. */
 static struct net_proto_family rstream_family_ops __ro_after_init = {
 	.create	= rstream_create,
 	.owner	= THIS_MODULE,
@@ -130,7 +134,6 @@ static int __init rstream_init(void)
 	int family = rstream_param(RSTREAM_PARAM_FAMILY);
 	int err;
 
-	rstream_stream_ops.family = family;
 	rstream_family_ops.family = family;
 
 	err = proto_register(&rstream_proto, 1);
@@ -145,13 +148,15 @@ static int __init rstream_init(void)
 
 	/* Last: once registered, sockets can be created. */
 	err = sock_register(&rstream_family_ops);
+	if (err == -EEXIST) {
+		pr_err("address family %d is already registered by another protocol; load rstream with family=<a free number>\n",
+		       family);
+		/* modprobe takes -EEXIST from init for "already loaded". */
+		err = -EBUSY;
+		goto err_device;
+	}
 	if (err) {
-		if (err == -EEXIST)
-			pr_err("address family %d is already registered by another protocol; load rstream with family=<a free number>\n",
-			       family);
-		else
-			pr_err("cannot register address family %d: %d\n",
-			       family, err);
+		pr_err("cannot register address family %d: %d\n", family, err);
 		goto err_device;
 	}
 

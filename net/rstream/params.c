@@ -30,23 +30,41 @@
 #define RSTREAM_MEM_MIN		4096
 #define RSTREAM_MEM_MAX		(256U << 20)
 
-#define RSTREAM_PARAM(_id, _name, _dflt, _min, _max)			\
-	[_id] = { .name = _name, .value = _dflt, .dflt = _dflt,		\
-		  .min = _min, .max = _max }
+#define RSTREAM_FAMILY_DEFAULT	AF_RSTREAM
+#define RSTREAM_MEM_DEFAULT	(128U << 10)
+#define RSTREAM_QP_DEFAULT_SIZE	384
+#define RSTREAM_INLINE_DEFAULT	64
 
 struct rstream_param rstream_params[RSTREAM_PARAM_COUNT] = {
-	RSTREAM_PARAM(RSTREAM_PARAM_FAMILY, "family", AF_RSTREAM,
-		      1, AF_MAX - 1),
-	RSTREAM_PARAM(RSTREAM_PARAM_MEM, "mem_default", 128U << 10,
-		      RSTREAM_MEM_MIN, RSTREAM_MEM_MAX),
-	RSTREAM_PARAM(RSTREAM_PARAM_WMEM, "wmem_default", 128U << 10,
-		      RSTREAM_MEM_MIN, RSTREAM_MEM_MAX),
-	RSTREAM_PARAM(RSTREAM_PARAM_SQSIZE, "sqsize_default", 384,
-		      RSTREAM_QP_MIN_SIZE, RSTREAM_QP_MAX_SIZE),
-	RSTREAM_PARAM(RSTREAM_PARAM_RQSIZE, "rqsize_default", 384,
-		      RSTREAM_QP_MIN_SIZE, RSTREAM_QP_MAX_SIZE),
-	RSTREAM_PARAM(RSTREAM_PARAM_INLINE, "inline_default", 64,
-		      RSTREAM_MIN_INLINE, RSTREAM_QP_MAX_SIZE),
+	[RSTREAM_PARAM_FAMILY] = {
+		.name = "family", .value = RSTREAM_FAMILY_DEFAULT,
+		.dflt = RSTREAM_FAMILY_DEFAULT, .min = 1, .max = AF_MAX - 1,
+	},
+	[RSTREAM_PARAM_MEM] = {
+		.name = "mem_default", .value = RSTREAM_MEM_DEFAULT,
+		.dflt = RSTREAM_MEM_DEFAULT,
+		.min = RSTREAM_MEM_MIN, .max = RSTREAM_MEM_MAX,
+	},
+	[RSTREAM_PARAM_WMEM] = {
+		.name = "wmem_default", .value = RSTREAM_MEM_DEFAULT,
+		.dflt = RSTREAM_MEM_DEFAULT,
+		.min = RSTREAM_MEM_MIN, .max = RSTREAM_MEM_MAX,
+	},
+	[RSTREAM_PARAM_SQSIZE] = {
+		.name = "sqsize_default", .value = RSTREAM_QP_DEFAULT_SIZE,
+		.dflt = RSTREAM_QP_DEFAULT_SIZE,
+		.min = RSTREAM_QP_MIN_SIZE, .max = RSTREAM_QP_MAX_SIZE,
+	},
+	[RSTREAM_PARAM_RQSIZE] = {
+		.name = "rqsize_default", .value = RSTREAM_QP_DEFAULT_SIZE,
+		.dflt = RSTREAM_QP_DEFAULT_SIZE,
+		.min = RSTREAM_QP_MIN_SIZE, .max = RSTREAM_QP_MAX_SIZE,
+	},
+	[RSTREAM_PARAM_INLINE] = {
+		.name = "inline_default", .value = RSTREAM_INLINE_DEFAULT,
+		.dflt = RSTREAM_INLINE_DEFAULT,
+		.min = RSTREAM_MIN_INLINE, .max = RSTREAM_QP_MAX_SIZE,
+	},
 };
 EXPORT_SYMBOL_IF_KUNIT(rstream_params);
 

@@ -137,31 +137,34 @@ def check_fragment(fragment, config_path):
 
 
 def debug_kernel():
+    """One build tree per linux-source version; a changed configuration (or
+    compiler) is rebuilt in place, which only recompiles what it affects."""
     src, version = linux_source()
     gcc = output(["gcc", "--version"]).splitlines()[0]
     key = digest(DEBUG_CONFIG, "tinyconfig+kvm_guest.config", gcc)
-    top = CACHE / "kernels" / f"debug-{version}-{key}"
+    top = CACHE / "kernels" / f"debug-{version}"
     obj, modroot = top / "obj", top / "modroot"
-    if not stamp_ok(top):
+    built = top / ".complete"
+    if not (built.exists() and built.read_text().strip() == key):
         top.mkdir(parents=True, exist_ok=True)
+        built.unlink(missing_ok=True)
         log = top / "build.log"
         say(f"building the debug kernel in {top} (log: {log}); "
             "a cold build takes 5-10 minutes")
         make = ["make", "-C", src, f"O={obj}", "ARCH=x86_64"]
-        if not (obj / ".config").exists():
-            run(make + ["-s", "tinyconfig"], log=log)
-            run([src / "scripts" / "kconfig" / "merge_config.sh", "-m",
-                 "-O", obj, obj / ".config",
-                 src / "kernel" / "configs" / "kvm_guest.config",
-                 DEBUG_CONFIG], cwd=src, log=log)
-            run(make + ["-s", "olddefconfig"], log=log)
+        run(make + ["-s", "tinyconfig"], log=log)
+        run([src / "scripts" / "kconfig" / "merge_config.sh", "-m",
+             "-O", obj, obj / ".config",
+             src / "kernel" / "configs" / "kvm_guest.config",
+             DEBUG_CONFIG], cwd=src, log=log)
+        run(make + ["-s", "olddefconfig"], log=log)
         check_fragment(DEBUG_CONFIG, obj / ".config")
         run(make + [f"-j{JOBS}", "bzImage", "modules"], log=log)
         if modroot.exists():
             shutil.rmtree(modroot)
         run(make + ["-s", f"INSTALL_MOD_PATH={modroot}", "modules_install"],
             log=log)
-        stamp(top)
+        built.write_text(key + "\n")
     release = output(["make", "-s", "-C", src, f"O={obj}",
                       "kernelrelease"]).strip().splitlines()[-1]
     return Kernel(name=DEBUG, release=release,

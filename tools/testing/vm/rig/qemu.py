@@ -22,6 +22,7 @@ from .util import RigError
 BOOT_LIMIT = {False: 120, True: 300}     # to @@SETUP-DONE: stock, debug
 SUITE_GRACE = 30                         # past a suite's own limit
 FINISH_LIMIT = 180                       # after the last suite
+POWEROFF_LIMIT = 30                      # after @@GUEST-DONE
 RUN_LINE = re.compile(r"^#\s+RUN\s+(\S+)")
 
 
@@ -161,6 +162,7 @@ def watch(guest, line):
         guest.suite_finished = now
     elif line.startswith("@@GUEST-DONE"):
         guest.finished = True
+        guest.finished_at = now
     else:
         m = RUN_LINE.match(line)
         if m:
@@ -169,6 +171,8 @@ def watch(guest, line):
 
 def deadline(guest):
     """When this guest must have made its next step, and what step."""
+    if guest.finished:
+        return guest.finished_at + POWEROFF_LIMIT, "power-off"
     if not guest.setup_done:
         return guest.started + BOOT_LIMIT[guest.kernel.debug], "boot and set-up"
     if guest.suite:

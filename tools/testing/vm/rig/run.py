@@ -65,7 +65,14 @@ class Report:
         return t
 
     def print(self):
-        say("")
+        lines = self.lines()
+        for line in lines:
+            say(line)
+        (OUT / "check-report.txt").write_text("\n".join(lines) + "\n")
+
+    def lines(self):
+        out = [""]
+        say = out.append
         say(f"{'':2}{'where':<44} {'passed':>7} {'failed':>7}")
         for s in self.sections:
             say(f"{'':2}{s.title:<44} {s.counts.passed:>7} "
@@ -78,6 +85,7 @@ class Report:
                     say(f"  {s.title}: {f}")
                 for n in s.notes:
                     say(f"    {n}")
+        return out
 
 
 # -- building --------------------------------------------------------------
@@ -342,6 +350,8 @@ def dkms_build(kernel, section):
     src.mkdir(parents=True)
     copy_sources(src)
     shutil.copy2(REPO / "dkms.conf", src / "dkms.conf")
+    for d in ("tree", "install"):
+        (top / d).mkdir()
     log = OUT / kernel.name / "dkms.log"
     log.unlink(missing_ok=True)
     res = run(["dkms", "build", "-m", "rstream", "-v", version,

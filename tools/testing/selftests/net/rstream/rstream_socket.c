@@ -162,7 +162,7 @@ TEST(socket_identity)
 	int protocols[] = { 0, IPPROTO_TCP };
 	unsigned int i;
 
-	for (i = 0; i < sizeof(protocols) / sizeof(protocols[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(protocols); i++) {
 		int fd = socket(AF_RSTREAM, SOCK_STREAM, protocols[i]);
 		socklen_t len = sizeof(int);
 		int v;
