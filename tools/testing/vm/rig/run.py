@@ -272,8 +272,14 @@ def judge_guest(guest, plan, section):
         section.notes.append(f"results log: {guest.results}")
 
 
-def progress(guest, line):
-    if line.startswith("@@SUITE-END"):
+def progress(guest, line, show_output=True):
+    """The suites' KTAP as it arrives, and the guest's milestones."""
+    if guest.suite and not line.startswith("@@"):
+        if show_output:
+            say(f"      {guest.name}| {line}")
+    elif line.startswith("@@SUITE-BEGIN"):
+        say(f"    {guest.name}: {line.split()[1]}")
+    elif line.startswith("@@SUITE-END"):
         m = re.match(r"@@SUITE-END (\S+) rc=(\d+)", line)
         took = time.monotonic() - guest.suite_started
         say(f"    {guest.name}: {m.group(1)} done (exit {m.group(2)}, "
@@ -432,7 +438,7 @@ def demo(name):
     guests, _ = make_guests(kernel, modules, selftests, "loopback", "run",
                             plan)
     say(f"booting {kernel.release} under QEMU (TCG) ...")
-    qemu.run(guests, progress)
+    qemu.run(guests, lambda g, line: progress(g, line, show_output=False))
     g = guests[0]
     out, rc = suite_sections(g.results_text).get("demo", ("", None))
     say("")

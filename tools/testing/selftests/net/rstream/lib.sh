@@ -27,6 +27,7 @@ run_tests() {
 	ktap_print_header
 	ktap_set_plan $#
 	for t in "$@"; do
+		echo "#  RUN $t"	# as kselftest_harness.h: names a hang
 		if out=$("$t" 2>&1); then
 			ktap_test_pass "$t"
 		else
