@@ -26,9 +26,13 @@ static struct proto rstream_proto = {
 	.obj_size	= sizeof(struct rstream_sock),
 };
 
-/* Own lockdep classes, so reports name AF_RSTREAM, not the family's slot. */
-static struct lock_class_key rstream_slock_key;
-static struct lock_class_key rstream_sk_lock_key;
+/*
+ * The socket lock gets classes of its own, so that lockdep reports name
+ * AF_RSTREAM rather than the slot's old name; kernel sockets get separate
+ * ones, as sock_lock_init() gives every family.
+ */
+static struct lock_class_key rstream_slock_keys[2];
+static struct lock_class_key rstream_sk_lock_keys[2];
 
 /* Process context; the socket is going away and no other caller holds it. */
 static int rstream_release(struct socket *sock)
@@ -39,7 +43,7 @@ static int rstream_release(struct socket *sock)
 		return 0;
 
 	lock_sock(sk);
-	sk->sk_shutdown = SHUTDOWN_MASK;
+	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
 	sock_orphan(sk);
 	release_sock(sk);
 
@@ -47,6 +51,16 @@ static int rstream_release(struct socket *sock)
 	sock->sk = NULL;
 	sock_put(sk);
 	return 0;
+}
+
+/*
+ * Nothing connects yet, so every socket is as a TCP socket in TCP_CLOSE:
+ * hung up, never readable or writable.
+ */
+static __poll_t rstream_poll(struct file *file, struct socket *sock,
+			     poll_table *wait)
+{
+	return EPOLLHUP;
 }
 
 /* No rstream ioctls yet: let the core try the generic ones, else ENOTTY. */
@@ -81,6 +95,7 @@ static const struct proto_ops rstream_stream_ops = {
 	.socketpair	= sock_no_socketpair,
 	.accept		= sock_no_accept,
 	.getname	= sock_no_getname,
+	.poll		= rstream_poll,
 	.ioctl		= rstream_ioctl,
 	.listen		= sock_no_listen,
 	.shutdown	= sock_no_shutdown,
@@ -105,6 +120,7 @@ static int rstream_create(struct net *net, struct socket *sock, int protocol,
 	if (protocol && protocol != IPPROTO_TCP)
 		return -EPROTONOSUPPORT;
 
+	/* The family parameter is read-only: this is the registered number. */
 	sk = sk_alloc(net, rstream_param(RSTREAM_PARAM_FAMILY), GFP_KERNEL,
 		      &rstream_proto, kern);
 	if (!sk)
@@ -113,11 +129,23 @@ static int rstream_create(struct net *net, struct socket *sock, int protocol,
 	sock->state = SS_UNCONNECTED;
 	sock->ops = &rstream_stream_ops;
 	sock_init_data(sock, sk);
-	sock_lock_init_class_and_name(sk, "slock-AF_RSTREAM",
-				      &rstream_slock_key, "sk_lock-AF_RSTREAM",
-				      &rstream_sk_lock_key);
-	/* Both protocol values name the same stream protocol, as for TCP. */
-	sk->sk_protocol = IPPROTO_TCP;
+	if (kern)
+		sock_lock_init_class_and_name(sk, "slock-AF_RSTREAM-kern",
+					      &rstream_slock_keys[1],
+					      "sk_lock-AF_RSTREAM-kern",
+					      &rstream_sk_lock_keys[1]);
+	else
+		sock_lock_init_class_and_name(sk, "slock-AF_RSTREAM",
+					      &rstream_slock_keys[0],
+					      "sk_lock-AF_RSTREAM",
+					      &rstream_sk_lock_keys[0]);
+	/*
+	 * Never IPPROTO_TCP, whichever was asked for: BPF helpers
+	 * (bpf_tcp_sock(), bpf_setsockopt(SOL_TCP)) take any full socket
+	 * with that protocol for a tcp_sock and would run off the end of
+	 * this one.
+	 */
+	sk->sk_protocol = 0;
 
 	sock_prot_inuse_add(net, &rstream_proto, 1);
 	return 0;

@@ -18,6 +18,7 @@
 #include <linux/mutex.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
+#include <linux/string.h>
 #include <rdma/ib_verbs.h>
 
 #include "rstream.h"
@@ -26,6 +27,11 @@ struct rstream_device {
 	struct list_head list;		/* in rstream_devices */
 	struct ib_device *ibdev;
 	struct ib_pd *pd;
+	/*
+	 * A copy of the device's name, under rstream_devices_lock: a rename
+	 * frees the old dev_name() string under the RDMA core's own lock.
+	 */
+	char name[IB_DEVICE_NAME_MAX];
 };
 
 /* Protects rstream_devices; taken in process context only. */
@@ -54,6 +60,7 @@ static bool rstream_device_usable(struct ib_device *ibdev)
 	return true;
 }
 
+/* The core holds devices_rwsem, so dev_name() cannot change under us. */
 static int rstream_add_device(struct ib_device *ibdev)
 {
 	struct rstream_device *dev;
@@ -77,10 +84,21 @@ static int rstream_add_device(struct ib_device *ibdev)
 
 	ib_set_client_data(ibdev, &rstream_ib_client, dev);
 	mutex_lock(&rstream_devices_lock);
+	strscpy(dev->name, dev_name(&ibdev->dev), sizeof(dev->name));
 	list_add_tail(&dev->list, &rstream_devices);
 	mutex_unlock(&rstream_devices_lock);
-	pr_debug("%s: added\n", dev_name(&ibdev->dev));
+	pr_debug("%s: added\n", dev->name);
 	return 0;
+}
+
+/* Called by the RDMA core after the device took its new name. */
+static void rstream_rename_device(struct ib_device *ibdev, void *client_data)
+{
+	struct rstream_device *dev = client_data;
+
+	mutex_lock(&rstream_devices_lock);
+	strscpy(dev->name, dev_name(&ibdev->dev), sizeof(dev->name));
+	mutex_unlock(&rstream_devices_lock);
 }
 
 static void rstream_remove_device(struct ib_device *ibdev, void *client_data)
@@ -91,15 +109,16 @@ static void rstream_remove_device(struct ib_device *ibdev, void *client_data)
 	list_del(&dev->list);
 	mutex_unlock(&rstream_devices_lock);
 
+	pr_debug("%s: removed\n", dev->name);
 	ib_dealloc_pd(dev->pd);
 	kfree(dev);
-	pr_debug("%s: removed\n", dev_name(&ibdev->dev));
 }
 
 static struct ib_client rstream_ib_client = {
 	.name	= "rstream",
 	.add	= rstream_add_device,
 	.remove	= rstream_remove_device,
+	.rename	= rstream_rename_device,
 };
 
 static const char *rstream_port_transport(struct ib_device *ibdev, u32 port)
@@ -128,8 +147,8 @@ void rstream_device_show(struct seq_file *seq, const struct net *net)
 		if (!rdma_dev_access_netns(dev->ibdev, net))
 			continue;
 		rdma_for_each_port(dev->ibdev, port)
-			seq_printf(seq, "%s %u %s\n", dev_name(&dev->ibdev->dev),
-				   port, rstream_port_transport(dev->ibdev, port));
+			seq_printf(seq, "%s %u %s\n", dev->name, port,
+				   rstream_port_transport(dev->ibdev, port));
 	}
 	mutex_unlock(&rstream_devices_lock);
 }

@@ -35,10 +35,25 @@
 #define RSTREAM_QP_DEFAULT_SIZE	384
 #define RSTREAM_INLINE_DEFAULT	64
 
+/*
+ * Family numbers below AF_MAX that no socket family of Linux 6.1 or 6.12
+ * implements and that mean nothing else (unlike AF_BRIDGE, AF_SECURITY,
+ * AF_IB and AF_MPLS): IPX, DECnet, NETBEUI, ASH, ECONET, SNA, IRDA, WANPIPE.
+ * Taking the number of a family whose module is merely not loaded yet
+ * (vsock, RDS, ...) would hand that family's users rstream sockets.
+ */
+static const unsigned int rstream_free_families[] = {
+	4, 12, 13, 18, 19, 22, 23, 25, 0
+};
+
+#define RSTREAM_FREE_FAMILIES	"4, 12, 13, 18, 19, 22, 23, 25"
+
 struct rstream_param rstream_params[RSTREAM_PARAM_COUNT] = {
 	[RSTREAM_PARAM_FAMILY] = {
 		.name = "family", .value = RSTREAM_FAMILY_DEFAULT,
-		.dflt = RSTREAM_FAMILY_DEFAULT, .min = 1, .max = AF_MAX - 1,
+		.dflt = RSTREAM_FAMILY_DEFAULT, .min = 4, .max = 25,
+		.only = rstream_free_families,
+		.only_text = RSTREAM_FREE_FAMILIES,
 	},
 	[RSTREAM_PARAM_MEM] = {
 		.name = "mem_default", .value = RSTREAM_MEM_DEFAULT,
@@ -75,17 +90,25 @@ EXPORT_SYMBOL_IF_KUNIT(rstream_params);
  * @out: the value, written only on success
  *
  * Pure function, no side effects: the KUnit suite checks every edge.
- * Return: 0, or -EINVAL for text that is not a number or is out of range.
+ * Return: 0, or -EINVAL for text that is not a number, is out of range or
+ * is not one of the values the parameter allows.
  */
 int rstream_param_parse(const struct rstream_param *param, const char *val,
 			unsigned int *out)
 {
+	const unsigned int *p;
 	unsigned int v;
 
 	if (kstrtouint(val, 0, &v))
 		return -EINVAL;
 	if (v < param->min || v > param->max)
 		return -EINVAL;
+	if (param->only) {
+		for (p = param->only; *p && *p != v; p++)
+			;
+		if (!*p)
+			return -EINVAL;
+	}
 	*out = v;
 	return 0;
 }
@@ -99,9 +122,14 @@ static int rstream_param_set(const char *val, const struct kernel_param *kp)
 
 	if (rstream_param_parse(param, val, &v)) {
 		/* Echo at most 32 characters of what was written, minus "\n". */
-		pr_err("%s: invalid value '%.*s': must be an integer in %u..%u\n",
-		       param->name, (int)min_t(size_t, strcspn(val, "\n"), 32),
-		       val, param->min, param->max);
+		int len = min_t(size_t, strcspn(val, "\n"), 32);
+
+		if (param->only)
+			pr_err("%s: invalid value '%.*s': must be one of %s\n",
+			       param->name, len, val, param->only_text);
+		else
+			pr_err("%s: invalid value '%.*s': must be an integer in %u..%u\n",
+			       param->name, len, val, param->min, param->max);
 		return -EINVAL;
 	}
 	WRITE_ONCE(param->value, v);
@@ -124,7 +152,8 @@ static const struct kernel_param_ops rstream_param_ops = {
 module_param_cb(family, &rstream_param_ops,
 		&rstream_params[RSTREAM_PARAM_FAMILY], 0444);
 MODULE_PARM_DESC(family,
-		 "address family number to register (1..45, default 22); read-only once loaded");
+		 "address family number to register (default 22, or one of "
+		 RSTREAM_FREE_FAMILIES "); read-only once loaded");
 
 module_param_cb(mem_default, &rstream_param_ops,
 		&rstream_params[RSTREAM_PARAM_MEM], 0644);

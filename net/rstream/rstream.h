@@ -9,6 +9,8 @@
 #include <linux/types.h>
 #include <net/sock.h>
 
+struct seq_file;
+
 #define RSTREAM_VERSION		"0.1.0"
 
 struct rstream_sock {
@@ -38,6 +40,9 @@ struct rstream_param {
 	unsigned int dflt;
 	unsigned int min;
 	unsigned int max;
+	/* If set, the value must also be one of these (zero-terminated). */
+	const unsigned int *only;
+	const char *only_text;	/* the same list, for messages */
 };
 
 extern struct rstream_param rstream_params[RSTREAM_PARAM_COUNT];

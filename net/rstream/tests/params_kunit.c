@@ -57,13 +57,31 @@ static void rstream_param_default_in_range_test(struct kunit *test)
 	}
 }
 
-/* The family must be a slot sock_register() can take: 1..AF_MAX-1. */
-static void rstream_param_family_range_test(struct kunit *test)
+/*
+ * The family may only be a number no Linux socket family implements or
+ * otherwise uses, and its message text lists exactly those.
+ */
+static void rstream_param_family_choices_test(struct kunit *test)
 {
+	static const unsigned int free_families[] = {
+		4, 12, 13, 18, 19, 22, 23, 25
+	};
 	const struct rstream_param *p = &rstream_params[RSTREAM_PARAM_FAMILY];
+	unsigned int family, i, v;
+	char buf[64] = "";
+	bool free;
 
-	KUNIT_EXPECT_EQ(test, p->min, 1U);
-	KUNIT_EXPECT_EQ(test, p->max, (unsigned int)AF_MAX - 1);
+	for (family = 0; family <= AF_MAX + 1; family++) {
+		free = false;
+		for (i = 0; i < ARRAY_SIZE(free_families); i++)
+			free |= family == free_families[i];
+		snprintf(buf, sizeof(buf), "%u", family);
+		KUNIT_EXPECT_EQ_MSG(test, rstream_param_parse(p, buf, &v),
+				    free ? 0 : -EINVAL, "family=%u", family);
+	}
+	KUNIT_EXPECT_STREQ(test, p->only_text, "4, 12, 13, 18, 19, 22, 23, 25");
+	for (i = 0; i < ARRAY_SIZE(free_families); i++)
+		KUNIT_EXPECT_LT(test, free_families[i], (unsigned int)AF_MAX);
 }
 
 /* Every value just inside and just outside each range. */
@@ -149,7 +167,7 @@ static void rstream_param_parse_text_test(struct kunit *test)
 static struct kunit_case rstream_params_test_cases[] = {
 	KUNIT_CASE(rstream_param_defaults_test),
 	KUNIT_CASE(rstream_param_default_in_range_test),
-	KUNIT_CASE(rstream_param_family_range_test),
+	KUNIT_CASE(rstream_param_family_choices_test),
 	KUNIT_CASE(rstream_param_range_edges_test),
 	KUNIT_CASE_PARAM(rstream_param_parse_text_test, rstream_parse_gen_params),
 	{}
@@ -162,6 +180,7 @@ static struct kunit_suite rstream_params_test_suite = {
 
 kunit_test_suite(rstream_params_test_suite);
 
-MODULE_DESCRIPTION("KUnit tests for AF_RSTREAM parameter validation");
+/* The module's tags, once for all the suites linked into rstream_kunit.ko */
+MODULE_DESCRIPTION("KUnit tests for AF_RSTREAM");
 MODULE_LICENSE("GPL");
 MODULE_IMPORT_NS(EXPORTED_FOR_KUNIT_TESTING);

@@ -101,22 +101,33 @@ def copy_sources(dest):
             shutil.copy2(src, dest / name)
 
 
-def build_module(kernel, section):
-    """rstream.ko (and its KUnit module where the kernel has KUnit), from a
-    clean copy of the sources, so every warning shows every time."""
-    dest = fresh_dir(OUT / kernel.name / "module")
-    copy_sources(dest)
-    log = OUT / kernel.name / "module-build.log"
-    log.unlink(missing_ok=True)
-    res = run(["make", "-C", kernel.kdir, f"M={dest}", "W=1", "C=1",
+def kbuild(kernel, directory, log):
+    """make modules, W=1 and sparse; (success, the warnings it printed)."""
+    res = run(["make", "-C", kernel.kdir, f"M={directory}", "W=1", "C=1",
                f"-j{os.cpu_count()}", "modules"], log=log, check=False)
     text = log.read_text(errors="replace")
     warnings = [l for l in text.splitlines()
                 if re.search(r"\b(warning|error|WARNING|ERROR):", l)]
-    ok = res.returncode == 0 and not warnings
-    why = "; ".join(warnings[:5]) or tail(log, 5)
+    return res.returncode == 0 and not warnings, warnings
+
+
+def build_module(kernel, section):
+    """rstream.ko (and its KUnit module where the kernel has KUnit) and the
+    selftests' helper modules, from a clean copy of the sources, so every
+    warning shows every time."""
+    dest = fresh_dir(OUT / kernel.name / "module")
+    copy_sources(dest)
+    shutil.copytree(SELFTESTS / "modules", dest / "test-modules")
+    log = OUT / kernel.name / "module-build.log"
+    log.unlink(missing_ok=True)
+    ok, warnings = kbuild(kernel, dest, log)
     section.check(f"rstream.ko builds clean (W=1, sparse) against "
-                  f"{kernel.release}", ok, why)
+                  f"{kernel.release}", ok, "; ".join(warnings[:5]) or
+                  tail(log, 5))
+    if ok:
+        ok, warnings = kbuild(kernel, dest / "test-modules", log)
+        section.check("selftest helper modules build clean (W=1, sparse)",
+                      ok, "; ".join(warnings[:5]) or tail(log, 5))
     if not ok:
         section.notes.append(f"build log: {log}")
         return None

@@ -17,7 +17,9 @@ restore() {
 	if ! rdma link show rxe0/1 >/dev/null 2>&1; then
 		modprobe rdma_rxe && rdma link add rxe0 type rxe netdev "$RXE0_NETDEV"
 	fi
-	rdma link delete rxe9 2>/dev/null
+	for dev in rxe9 rxe8 rxe7; do
+		rdma link delete $dev 2>/dev/null
+	done
 	ip link delete rsdummy9 2>/dev/null
 }
 trap restore EXIT
@@ -67,6 +69,34 @@ device_added_while_loaded() {
 device_removed_while_loaded() {
 	rdma link delete rxe9 || die "cannot delete rxe9"
 	wait_listed rxe9 roce no
+	ip link delete rsdummy9
+}
+
+# rstream lists a device under its current name (its own copy, updated by
+# the rename callback), and reads of the list during renames stay safe.
+# The read-after-free the copy prevents lasted a few instructions, too
+# short to hit reliably here: this case checks the copy follows renames.
+device_renamed_while_loaded() {
+	ip link add rsdummy9 type dummy && ip link set rsdummy9 up ||
+		die "cannot add a dummy netdev"
+	rdma link add rxe9 type rxe netdev rsdummy9 || die "cannot add rxe9"
+	wait_listed rxe9 roce yes
+	rdma dev set rxe9 name rxe8 || die "cannot rename rxe9"
+	wait_listed rxe8 roce yes
+	wait_listed rxe9 roce no
+	(
+		for i in $(seq 50); do
+			rdma dev set rxe8 name rxe7 && rdma dev set rxe7 name rxe8
+		done
+	) &
+	renamer=$!
+	while kill -0 $renamer 2>/dev/null; do
+		cat $DEVICES > /dev/null || die "cannot read $DEVICES"
+	done
+	wait $renamer || die "renaming failed"
+	wait_listed rxe8 roce yes
+	rdma link delete rxe8 || die "cannot delete rxe8"
+	wait_listed rxe8 roce no
 	ip link delete rsdummy9
 }
 
@@ -129,6 +159,7 @@ TESTS="rxe0_is_listed"
 rdma link show siw0/1 >/dev/null 2>&1 && TESTS="$TESTS siw0_is_listed"
 # shellcheck disable=SC2086 # a list of function names
 run_tests $TESTS devices_seen_in_new_netns device_added_while_loaded \
-	device_removed_while_loaded devices_come_and_go \
+	device_removed_while_loaded device_renamed_while_loaded \
+	devices_come_and_go \
 	unload_and_reload_with_devices_present open_socket_pins_module \
 	driver_unloaded_under_rstream

@@ -8,10 +8,10 @@
 
 . "$(dirname "$0")/lib.sh"
 
-trap 'rmmod rstream 2>/dev/null; modprobe rstream' EXIT
+trap 'rmmod rstream rstream_test_family 2>/dev/null; modprobe rstream' EXIT
 
 # name default min max, for every parameter
-PARAM_TABLE="family 22 1 45
+PARAM_TABLE="family 22 4 25
 mem_default 131072 4096 268435456
 wmem_default 131072 4096 268435456
 sqsize_default 384 16 65534
@@ -106,6 +106,8 @@ load_rejects() {
 
 load_rejects_family_0() { load_rejects family=0; }
 load_rejects_family_46() { load_rejects family=46; }
+# AF_VSOCK: a real family, even while its module is not loaded
+load_rejects_family_of_linux() { load_rejects family=40; }
 load_rejects_mem_default() { load_rejects mem_default=4095; }
 load_rejects_wmem_default() { load_rejects wmem_default=268435457; }
 load_rejects_sqsize_default() { load_rejects sqsize_default=15; }
@@ -127,13 +129,17 @@ load_accepts_range_ends() {
 }
 
 load_fails_on_family_in_use() {
+	modprobe rstream_test_family family=18 ||
+		die "cannot load the helper that occupies family 18"
 	rmmod rstream || die "cannot unload rstream"
 	mark_log
-	# 16 is AF_NETLINK, always registered
-	if modprobe rstream family=16 2>/dev/null; then
-		die "rstream loaded as family 16"
+	if modprobe rstream family=18 2>/dev/null; then
+		rmmod rstream_test_family
+		die "rstream loaded as family 18, which was in use"
 	fi
-	new_log | grep -q "rstream: address family 16 is already registered" ||
+	rmmod rstream_test_family
+	[ -d /sys/module/rstream ] && die "rstream present after a failed load"
+	new_log | grep -q "rstream: address family 18 is already registered" ||
 		die "no log line naming the family in use"
 	modprobe rstream || die "cannot load rstream with its defaults"
 }
@@ -162,7 +168,8 @@ run_tests defaults_are_rsockets modinfo_describes_every_parameter \
 	sysfs_accepts_mem_default sysfs_accepts_wmem_default \
 	sysfs_accepts_sqsize_default sysfs_accepts_rqsize_default \
 	sysfs_accepts_inline_default \
-	load_rejects_family_0 load_rejects_family_46 load_rejects_mem_default \
+	load_rejects_family_0 load_rejects_family_46 \
+	load_rejects_family_of_linux load_rejects_mem_default \
 	load_rejects_wmem_default load_rejects_sqsize_default \
 	load_rejects_rqsize_default load_rejects_inline_default \
 	load_accepts_range_ends load_fails_on_family_in_use \
