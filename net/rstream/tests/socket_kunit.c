@@ -13,6 +13,16 @@
 
 #include "../rstream.h"
 
+/* The lockdep classes of the socket lock and its spinlock, by name. */
+static void rstream_expect_lock_classes(struct kunit *test, struct sock *sk,
+					const char *sk_lock, const char *slock)
+{
+#ifdef CONFIG_DEBUG_LOCK_ALLOC
+	KUNIT_EXPECT_STREQ(test, sk->sk_lock.dep_map.name, sk_lock);
+	KUNIT_EXPECT_STREQ(test, sk->sk_lock.slock.dep_map.name, slock);
+#endif
+}
+
 static void rstream_kern_socket_test(struct kunit *test)
 {
 	struct socket *sock;
@@ -26,12 +36,8 @@ static void rstream_kern_socket_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, sock->sk->sk_family,
 			(unsigned short)rstream_param(RSTREAM_PARAM_FAMILY));
 	KUNIT_EXPECT_EQ(test, sock->sk->sk_protocol, 0);
-#ifdef CONFIG_DEBUG_LOCK_ALLOC
-	KUNIT_EXPECT_STREQ(test, sock->sk->sk_lock.dep_map.name,
-			   "sk_lock-AF_RSTREAM-kern");
-	KUNIT_EXPECT_STREQ(test, sock->sk->sk_lock.slock.dep_map.name,
-			   "slock-AF_RSTREAM-kern");
-#endif
+	rstream_expect_lock_classes(test, sock->sk, "sk_lock-AF_RSTREAM-kern",
+				    "slock-AF_RSTREAM-kern");
 	sock_release(sock);
 }
 
@@ -46,12 +52,8 @@ static void rstream_user_socket_lock_class_test(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, err, 0);
 	KUNIT_EXPECT_FALSE(test, sock->sk->sk_kern_sock);
 	KUNIT_EXPECT_EQ(test, sock->sk->sk_protocol, 0);
-#ifdef CONFIG_DEBUG_LOCK_ALLOC
-	KUNIT_EXPECT_STREQ(test, sock->sk->sk_lock.dep_map.name,
-			   "sk_lock-AF_RSTREAM");
-	KUNIT_EXPECT_STREQ(test, sock->sk->sk_lock.slock.dep_map.name,
-			   "slock-AF_RSTREAM");
-#endif
+	rstream_expect_lock_classes(test, sock->sk, "sk_lock-AF_RSTREAM",
+				    "slock-AF_RSTREAM");
 	sock_release(sock);
 }
 

@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .util import (CACHE, JOBS, OUT, VM_DIR, RigError, apt_candidate,
+from .util import (CACHE, JOBS, VM_DIR, RigError, apt_candidate,
                    apt_download, apt_install, digest, output, run, say, stamp,
                    stamp_ok)
 
@@ -38,7 +38,7 @@ class Kernel:
     bzimage: Path
     modroot: Path           # holds lib/modules/<release>
     kdir: Path              # where external modules are built
-    config: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict, repr=False)
 
     def enabled(self, symbol):
         return self.config.get(symbol) in ("y", "m")
@@ -69,6 +69,15 @@ def stock_release(name):
                    "run 'apt-get update' (make deps does)")
 
 
+def unpack(deb, dest):
+    """A .deb's files under dest, replacing whatever was there."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    say(f"unpacking {deb.name}")
+    run(["dpkg-deb", "-x", deb, dest])
+
+
 def headers_dir(release):
     return Path("/usr/src") / f"linux-headers-{release}"
 
@@ -81,12 +90,7 @@ def stock_kernel(name, install=True):
         apt_install([f"linux-headers-{release}"])
     root = CACHE / "kernels" / f"{name}-{release}-{version}"
     if not stamp_ok(root):
-        deb = apt_download(image, version)
-        if root.exists():
-            shutil.rmtree(root)
-        root.mkdir(parents=True)
-        say(f"unpacking {deb.name}")
-        run(["dpkg-deb", "-x", deb, root])
+        unpack(apt_download(image, version), root)
         run(["depmod", "-b", root, release])
         stamp(root)
     return Kernel(name=name, release=release, package=f"{image} {version}",
@@ -102,12 +106,7 @@ def linux_source():
     top = CACHE / "src" / f"{SOURCE_PACKAGE}-{version}"
     tree = top / SOURCE_PACKAGE
     if not stamp_ok(top):
-        deb = apt_download(SOURCE_PACKAGE, version)
-        if top.exists():
-            shutil.rmtree(top)
-        top.mkdir(parents=True)
-        say(f"unpacking {deb.name}")
-        run(["dpkg-deb", "-x", deb, top / "pkg"])
+        unpack(apt_download(SOURCE_PACKAGE, version), top / "pkg")
         tarball = top / "pkg" / "usr" / "src" / f"{SOURCE_PACKAGE}.tar.xz"
         run(["tar", "-C", top, "-xf", tarball])
         shutil.rmtree(top / "pkg")

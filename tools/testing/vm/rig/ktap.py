@@ -37,12 +37,18 @@ def depth(indent):
     return len(indent.expandtabs(4)) // 4
 
 
+# Lines around results that say nothing about why a case failed.
+NOISE = re.compile(r"^\s*(?:#\s+(?:RUN|OK|FAIL)\b|# Subtest:|# Totals:|"
+                   r"# Starting \d+ tests|K?TAP version|1\.\.\d+)")
+
+
 def parse(text, prefix=""):
     counts = Counts()
     children = {}          # depth -> deeper results seen since last result
     names = {}             # depth -> name of the enclosing subtest
     top_plan = None
     top_results = 0
+    detail = []            # what was printed since the last result
     for raw in text.splitlines():
         line = raw.rstrip("\r")
         if VERSION.match(line) and depth(VERSION.match(line).group(1)) == 0:
@@ -64,7 +70,12 @@ def parse(text, prefix=""):
             sub = re.match(r"^(\s*)# Subtest: (.*)", line)
             if sub:
                 names[depth(sub.group(1))] = sub.group(2).strip()
+            elif line.strip() and not NOISE.match(line):
+                said = line.strip().lstrip("# ")
+                if not detail or detail[-1] != said:
+                    detail.append(said)
             continue
+        why, detail = detail, []
         d = depth(m.group(1))
         ok = m.group(2) == "ok"
         name = m.group(4).strip() or f"test {m.group(3)}"
@@ -89,6 +100,8 @@ def parse(text, prefix=""):
             counts.fail(f"{full} (skipped: {m.group(6).strip()})")
         elif ok:
             counts.passed += 1
+        elif why:
+            counts.fail(f"{full}: {' | '.join(why[:3])[:400]}")
         else:
             counts.fail(full)
     if top_plan is not None and top_results != top_plan:

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .util import RigError
+from .util import RigError, tail
 
 BOOT_LIMIT = {False: 120, True: 300}     # to @@SETUP-DONE: stock, debug
 SUITE_GRACE = 30                         # past a suite's own limit
@@ -36,18 +36,21 @@ class Guest:
     smp: int = 2
     memory: int = 2048
     net: list = field(default_factory=list)     # extra QEMU arguments
-    # filled in while it runs
+    # filled in while it runs (times are time.monotonic())
     proc: object = None
+    started: float = 0.0
     results_text: str = ""
     setup_done: bool = False
     setup_failed: str = ""
-    finished: bool = False
+    boot_seconds: float = 0.0
     suite: str = ""
     suite_started: float = 0.0
     suite_limit: int = 0
+    suite_finished: float = 0.0
     last_test: str = ""
+    finished: bool = False
+    finished_at: float = 0.0
     killed: str = ""
-    boot_seconds: float = 0.0
 
     @property
     def console(self):
@@ -56,6 +59,10 @@ class Guest:
     @property
     def results(self):
         return self.logdir / f"{self.name}.results.log"
+
+    @property
+    def qemu_log(self):
+        return self.logdir / f"{self.name}.qemu.log"
 
 
 def cmdline(kernel):
@@ -113,11 +120,12 @@ def start(guest):
     for f in (guest.console, guest.results):
         f.unlink(missing_ok=True)
     guest.started = time.monotonic()
-    guest.proc = subprocess.Popen(qemu_command(guest),
-                                  stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+    with open(guest.qemu_log, "w") as qemu_log:
+        guest.proc = subprocess.Popen(qemu_command(guest),
+                                      stdin=subprocess.DEVNULL,
+                                      stdout=qemu_log,
+                                      stderr=subprocess.STDOUT,
+                                      start_new_session=True)
 
 
 def kill(guest, why):
@@ -180,7 +188,7 @@ def deadline(guest):
         if guest.last_test:
             what += f" (last test started: {guest.last_test})"
         return guest.suite_started + guest.suite_limit + SUITE_GRACE, what
-    since = getattr(guest, "suite_finished", guest.started + guest.boot_seconds)
+    since = guest.suite_finished or guest.started + guest.boot_seconds
     return since + FINISH_LIMIT, "unload and leak scan after the suites"
 
 
@@ -195,7 +203,7 @@ def run(guests, on_line, pair_port=None):
                 kill(guests[0], "QEMU did not open the wire socket")
                 raise RigError(f"{guests[0].name}: QEMU did not listen on "
                                f"port {pair_port}: "
-                               f"{guests[0].proc.stdout.read().decode()}")
+                               f"{tail(guests[0].qemu_log, 5)}")
             time.sleep(0.1)
     for g in guests[1:]:
         start(g)
@@ -213,4 +221,3 @@ def run(guests, on_line, pair_port=None):
                          f"stopped: {g.name} {why}")
     for g in guests:
         read_results(g, on_line)
-        g.qemu_output = g.proc.stdout.read().decode(errors="replace")

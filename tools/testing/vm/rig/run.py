@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import time
-from pathlib import Path
 
 from . import console, initramfs, kernels, ktap, qemu
 from .util import (OUT, REPO, VM_DIR, RigError, fresh_dir, output, run, say,
@@ -244,6 +243,8 @@ def judge_guest(guest, plan, section):
     section.check("boot and RDMA set-up", guest.setup_done,
                   guest.setup_failed or guest.killed or
                   "no @@SETUP-DONE (see the console log)")
+    if not guest.setup_done and tail(guest.qemu_log, 3):
+        section.notes.append(f"QEMU said: {tail(guest.qemu_log, 3)}")
     for m in re.finditer(r"^@@CHECK (.+?) (ok|fail)(?: (.*))?$", text, re.M):
         section.check(m.group(1), m.group(2) == "ok", m.group(3) or "")
     suites = suite_sections(text)
@@ -310,9 +311,7 @@ def run_topology(kernel, modules, selftests, topology, plan, report):
     qemu.run(guests, progress, pair_port=port)
     took = time.monotonic() - started
     for g in guests:
-        section = report.section(f"{kernel.name} {g.name}")
-        judge_guest(g, plan, section)
-        section.seconds = took
+        judge_guest(g, plan, report.section(f"{kernel.name} {g.name}"))
     say(f"  {kernel.name}: {topology} finished in {took:.0f} s")
 
 

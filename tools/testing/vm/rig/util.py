@@ -5,7 +5,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 

@@ -59,11 +59,16 @@ devices_seen_in_new_netns() {
 		die "rxe0 not listed in a new network namespace"
 }
 
-device_added_while_loaded() {
+# A second soft-RoCE device, rxe9 on its own dummy netdev rsdummy9.
+add_rxe9() {
 	ip link add rsdummy9 type dummy && ip link set rsdummy9 up ||
 		die "cannot add a dummy netdev"
 	rdma link add rxe9 type rxe netdev rsdummy9 || die "cannot add rxe9"
 	wait_listed rxe9 roce yes
+}
+
+device_added_while_loaded() {
+	add_rxe9
 }
 
 device_removed_while_loaded() {
@@ -77,10 +82,7 @@ device_removed_while_loaded() {
 # The read-after-free the copy prevents lasted a few instructions, too
 # short to hit reliably here: this case checks the copy follows renames.
 device_renamed_while_loaded() {
-	ip link add rsdummy9 type dummy && ip link set rsdummy9 up ||
-		die "cannot add a dummy netdev"
-	rdma link add rxe9 type rxe netdev rsdummy9 || die "cannot add rxe9"
-	wait_listed rxe9 roce yes
+	add_rxe9
 	rdma dev set rxe9 name rxe8 || die "cannot rename rxe9"
 	wait_listed rxe8 roce yes
 	wait_listed rxe9 roce no
