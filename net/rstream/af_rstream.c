@@ -33,6 +33,13 @@ static struct proto rstream_proto = {
  */
 static struct lock_class_key rstream_slock_keys[2];
 static struct lock_class_key rstream_sk_lock_keys[2];
+static const char *const rstream_slock_names[2] = {
+	"slock-AF_RSTREAM", "slock-AF_RSTREAM-kern"
+};
+
+static const char *const rstream_sk_lock_names[2] = {
+	"sk_lock-AF_RSTREAM", "sk_lock-AF_RSTREAM-kern"
+};
 
 /* Process context; the socket is going away and no other caller holds it. */
 static int rstream_release(struct socket *sock)
@@ -129,16 +136,11 @@ static int rstream_create(struct net *net, struct socket *sock, int protocol,
 	sock->state = SS_UNCONNECTED;
 	sock->ops = &rstream_stream_ops;
 	sock_init_data(sock, sk);
-	if (kern)
-		sock_lock_init_class_and_name(sk, "slock-AF_RSTREAM-kern",
-					      &rstream_slock_keys[1],
-					      "sk_lock-AF_RSTREAM-kern",
-					      &rstream_sk_lock_keys[1]);
-	else
-		sock_lock_init_class_and_name(sk, "slock-AF_RSTREAM",
-					      &rstream_slock_keys[0],
-					      "sk_lock-AF_RSTREAM",
-					      &rstream_sk_lock_keys[0]);
+	kern = !!kern;
+	sock_lock_init_class_and_name(sk, rstream_slock_names[kern],
+				      &rstream_slock_keys[kern],
+				      rstream_sk_lock_names[kern],
+				      &rstream_sk_lock_keys[kern]);
 	/*
 	 * Never IPPROTO_TCP, whichever was asked for: BPF helpers
 	 * (bpf_tcp_sock(), bpf_setsockopt(SOL_TCP)) take any full socket
@@ -177,8 +179,8 @@ static int __init rstream_init(void)
 	/* Last: once registered, sockets can be created. */
 	err = sock_register(&rstream_family_ops);
 	if (err == -EEXIST) {
-		pr_err("address family %d is already registered by another protocol; load rstream with family=<a free number>\n",
-		       family);
+		pr_err("address family %d is already registered by another protocol; load rstream with family= one of %s\n",
+		       family, rstream_params[RSTREAM_PARAM_FAMILY].only_text);
 		/* modprobe takes -EEXIST from init for "already loaded". */
 		err = -EBUSY;
 		goto err_device;

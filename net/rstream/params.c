@@ -121,14 +121,14 @@ static int rstream_param_set(const char *val, const struct kernel_param *kp)
 	unsigned int v;
 
 	if (rstream_param_parse(param, val, &v)) {
-		/* Echo at most 32 characters of what was written, minus "\n". */
+		/* Echo at most 32 bytes of what was written, minus "\n", escaped. */
 		int len = min_t(size_t, strcspn(val, "\n"), 32);
 
 		if (param->only)
-			pr_err("%s: invalid value '%.*s': must be one of %s\n",
+			pr_err("%s: invalid value '%*pE': must be one of %s\n",
 			       param->name, len, val, param->only_text);
 		else
-			pr_err("%s: invalid value '%.*s': must be an integer in %u..%u\n",
+			pr_err("%s: invalid value '%*pE': must be an integer in %u..%u\n",
 			       param->name, len, val, param->min, param->max);
 		return -EINVAL;
 	}
