@@ -33,8 +33,7 @@ SPLAT = re.compile("|".join(f"(?:{s})" for s in SPLATS))
 
 
 def splats(log_text):
-    """(line number, line) of each splat line, with a few lines of context
-    for the first ones."""
+    """(line number, line) of each line that reports a splat."""
     found = []
     for n, line in enumerate(log_text.splitlines(), 1):
         if SPLAT.search(line):

@@ -2,7 +2,7 @@
 """The Debian packages the rig needs, installed with apt-get."""
 
 from . import kernels
-from .util import RigError, is_root, run, say
+from .util import RigError, apt_install, is_root, run, say
 
 PACKAGES = [
     # building the module, its tests and the debug kernel
@@ -19,11 +19,7 @@ PACKAGES = [
 def install(names):
     if not is_root():
         raise RigError("installing packages needs root")
-    env = {"DEBIAN_FRONTEND": "noninteractive"}
     say("apt-get update")
-    run(["apt-get", "update", "-q"], env=env)
-    wanted = PACKAGES + kernels.header_packages(names)
-    say("apt-get install " + " ".join(wanted))
-    run(["apt-get", "install", "-y", "-q", "--no-install-recommends"] +
-        wanted, env=env)
+    run(["apt-get", "update", "-q"], env={"DEBIAN_FRONTEND": "noninteractive"})
+    apt_install(PACKAGES + kernels.header_packages(names))
     return 0

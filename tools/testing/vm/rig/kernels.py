@@ -82,11 +82,11 @@ def headers_dir(release):
     return Path("/usr/src") / f"linux-headers-{release}"
 
 
-def stock_kernel(name, install=True):
+def stock_kernel(name):
     release = stock_release(name)
     image = f"linux-image-{release}-unsigned"
     version = apt_candidate(image)
-    if install and not headers_dir(release).exists():
+    if not headers_dir(release).exists():
         apt_install([f"linux-headers-{release}"])
     root = CACHE / "kernels" / f"{name}-{release}-{version}"
     if not stamp_ok(root):
@@ -174,11 +174,11 @@ def debug_kernel():
                   config=read_config(obj / ".config"))
 
 
-def get(name, install=True):
+def get(name):
     if name == DEBUG:
         return debug_kernel()
     if name in STOCK_METAPACKAGES:
-        return stock_kernel(name, install)
+        return stock_kernel(name)
     raise RigError(f"unknown kernel '{name}'; choose from {' '.join(ALL)}")
 
 

@@ -32,7 +32,6 @@ class Guest:
     kernel: object
     initrd: Path
     logdir: Path
-    role: str = "single"
     smp: int = 2
     memory: int = 2048
     net: list = field(default_factory=list)     # extra QEMU arguments
