@@ -5,17 +5,23 @@
  * rsocket talk to each other.
  *
  * This file owns the socket family: module load and unload, socket creation
- * and release, and the proto_ops table.  Connection set-up and the data path
- * are not implemented yet; their calls fail with EOPNOTSUPP.
+ * and release, and the proto_ops table: the socket calls, which hand over to
+ * cm.c (connection management), tx.c and rx.c (the data path) and
+ * options.c.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/in.h>
+#include <asm/ioctls.h>
+#include <linux/in6.h>
 #include <linux/module.h>
 #include <linux/net.h>
 #include <linux/socket.h>
 #include <net/net_namespace.h>
+#include <linux/sched/signal.h>
 #include <net/sock.h>
+#include <net/tcp_states.h>
+#include <rdma/rdma_cm.h>
 #include <linux/rstream.h>
 
 #include "rstream.h"
@@ -41,53 +47,498 @@ static const char *const rstream_sk_lock_names[2] = {
 	"sk_lock-AF_RSTREAM", "sk_lock-AF_RSTREAM-kern"
 };
 
+static void rstream_destruct(struct sock *sk)
+{
+	rstream_conn_free(rstream_sk(sk));
+}
+
+/*
+ * A new socket of this family: for socket(), or a connection arriving on
+ * listener @parent, whose sizes and options it inherits as TCP's children
+ * do.  Process context.
+ */
+struct rstream_sock *rstream_sock_alloc(struct net *net, struct sock *parent,
+				       int kern)
+{
+	struct rstream_sock *rs;
+	struct sock *sk;
+
+	/* The family parameter is read-only: this is the registered number. */
+	sk = sk_alloc(net, rstream_param(RSTREAM_PARAM_FAMILY), GFP_KERNEL,
+		      &rstream_proto, kern);
+	if (!sk)
+		return NULL;
+	sock_init_data(NULL, sk);
+	sock_lock_init_class_and_name(sk, rstream_slock_names[!!kern],
+				      &rstream_slock_keys[!!kern],
+				      rstream_sk_lock_names[!!kern],
+				      &rstream_sk_lock_keys[!!kern]);
+	sk->sk_type = SOCK_STREAM;
+	/*
+	 * Never IPPROTO_TCP, whichever was asked for: BPF helpers
+	 * (bpf_tcp_sock(), bpf_setsockopt(SOL_TCP)) take any full socket
+	 * with that protocol for a tcp_sock and would run off the end of
+	 * this one.
+	 */
+	sk->sk_protocol = 0;
+	sk->sk_destruct = rstream_destruct;
+	sk->sk_state = TCP_CLOSE;
+
+	rs = rstream_sk(sk);
+	rstream_conn_init(rs);
+	if (parent) {
+		struct rstream_sock *lrs = rstream_sk(parent);
+
+		rs->ring_size = lrs->ring_size;
+		rs->sbuf_size = lrs->sbuf_size;
+		rs->sq_size = lrs->sq_size;
+		rs->rq_size = lrs->rq_size;
+		rs->inline_size = lrs->inline_size;
+		rs->sizes_fixed = true;
+		sk->sk_rcvbuf = parent->sk_rcvbuf;
+		sk->sk_sndbuf = parent->sk_sndbuf;
+		sk->sk_userlocks = parent->sk_userlocks;
+		sk->sk_rcvlowat = parent->sk_rcvlowat;
+		sk->sk_rcvtimeo = parent->sk_rcvtimeo;
+		sk->sk_sndtimeo = parent->sk_sndtimeo;
+		sk->sk_flags = parent->sk_flags & (BIT(SOCK_KEEPOPEN) |
+						   BIT(SOCK_LINGER));
+		sk->sk_lingertime = parent->sk_lingertime;
+	} else {
+		/* rsocket's defaults; SO_SNDBUF/SO_RCVBUF may change them. */
+		sk->sk_rcvbuf = rstream_param(RSTREAM_PARAM_MEM);
+		sk->sk_sndbuf = rstream_param(RSTREAM_PARAM_WMEM);
+		rs->sq_size = rstream_param(RSTREAM_PARAM_SQSIZE);
+		rs->rq_size = rstream_param(RSTREAM_PARAM_RQSIZE);
+		rs->inline_size = rstream_param(RSTREAM_PARAM_INLINE);
+	}
+	sock_prot_inuse_add(net, &rstream_proto, 1);
+	return rs;
+}
+
+/*
+ * The ring sizes, as rsocket takes them: SO_RCVBUF/SO_SNDBUF (which the
+ * core has already doubled) or the module's defaults, in whole pages and
+ * at least two, so each half of the ring is a page or more.  Sock lock.
+ */
+static void rstream_fix_sizes(struct rstream_sock *rs)
+{
+	struct sock *sk = &rs->sk;
+
+	if (rs->sizes_fixed)
+		return;
+	rs->ring_size = max_t(u32, PAGE_ALIGN(READ_ONCE(sk->sk_rcvbuf)),
+			      2 * PAGE_SIZE);
+	rs->sbuf_size = max_t(u32, PAGE_ALIGN(READ_ONCE(sk->sk_sndbuf)),
+			      2 * PAGE_SIZE);
+	rs->sizes_fixed = true;
+}
+
+static int rstream_check_addr(const struct sockaddr *addr, int addrlen)
+{
+	if (addrlen < (int)sizeof(addr->sa_family))
+		return -EINVAL;
+	switch (addr->sa_family) {
+	case AF_INET:
+		return addrlen < (int)sizeof(struct sockaddr_in) ? -EINVAL : 0;
+	case AF_INET6:
+		return addrlen < SIN6_LEN_RFC2133 ? -EINVAL : 0;
+	default:
+		return -EAFNOSUPPORT;
+	}
+}
+
+static int rstream_bind(struct socket *sock, struct sockaddr *addr,
+			int addrlen)
+{
+	struct sock *sk = sock->sk;
+	struct rstream_sock *rs = rstream_sk(sk);
+	struct sockaddr_storage ss = {};
+	int err;
+
+	err = rstream_check_addr(addr, addrlen);
+	if (err)
+		return err;
+	memcpy(&ss, addr, min_t(int, addrlen, sizeof(ss)));
+	lock_sock(sk);
+	if (rs->bound || sk->sk_state != TCP_CLOSE)
+		err = -EINVAL;
+	else
+		err = rstream_cm_bind(rs, (struct sockaddr *)&ss);
+	release_sock(sk);
+	return err;
+}
+
+static int rstream_listen(struct socket *sock, int backlog)
+{
+	struct sock *sk = sock->sk;
+	struct rstream_sock *rs = rstream_sk(sk);
+	int err = -EINVAL;
+
+	lock_sock(sk);
+	if (sock->state != SS_UNCONNECTED)
+		goto out;
+	if (sk->sk_state == TCP_LISTEN) {
+		WRITE_ONCE(sk->sk_max_ack_backlog, backlog);
+		err = 0;
+		goto out;
+	}
+	if (sk->sk_state != TCP_CLOSE)
+		goto out;
+	if (!rs->bound) {
+		/* As TCP: an unbound listener gets an ephemeral port on any. */
+		struct sockaddr_in any = { .sin_family = AF_INET };
+
+		err = rstream_cm_bind(rs, (struct sockaddr *)&any);
+		if (err)
+			goto out;
+	}
+	rstream_fix_sizes(rs);
+	err = rstream_cm_listen(rs, backlog);
+out:
+	release_sock(sk);
+	return err;
+}
+
+static int rstream_wait_connect(struct sock *sk, long *timeo)
+{
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+
+	add_wait_queue(sk_sleep(sk), &wait);
+	while (smp_load_acquire(&sk->sk_state) == TCP_SYN_SENT) {
+		if (!*timeo || signal_pending(current))
+			break;
+		sk_wait_event(sk, timeo, smp_load_acquire(&sk->sk_state) !=
+			      TCP_SYN_SENT, &wait);
+	}
+	remove_wait_queue(sk_sleep(sk), &wait);
+	if (smp_load_acquire(&sk->sk_state) != TCP_SYN_SENT)
+		return 0;
+	return signal_pending(current) ? sock_intr_errno(*timeo) : -EINPROGRESS;
+}
+
+/* After a failed attempt, a new connect() starts from scratch, as TCP. */
+static void rstream_reset_for_connect(struct rstream_sock *rs)
+{
+	struct rdma_cm_id *id;
+
+	mutex_lock(&rs->cm_lock);
+	id = rs->cm_id;
+	rs->cm_id = NULL;
+	rstream_conn_destroy(rs);
+	mutex_unlock(&rs->cm_lock);
+	if (id)
+		rdma_destroy_id(id);
+	rstream_buf_free(&rs->ring);
+	rstream_buf_free(&rs->sgl);
+	rstream_buf_free(&rs->sbuf);
+	kvfree(rs->rmsg);
+	rs->rmsg = NULL;
+	kvfree(rs->sq_slots);
+	rs->sq_slots = NULL;
+	rs->flags = 0;
+	reinit_completion(&rs->disc_done);
+	rs->sk.sk_shutdown = 0;
+	if (rs->bound) {
+		/* Keep the address, let the CM pick a port again if it was 0. */
+		rs->bound = false;
+		rstream_cm_bind(rs, (struct sockaddr *)&rs->local_addr);
+	}
+}
+
+static int rstream_connect(struct socket *sock, struct sockaddr *addr,
+			   int addrlen, int flags)
+{
+	struct sock *sk = sock->sk;
+	struct rstream_sock *rs = rstream_sk(sk);
+	long timeo;
+	int err;
+
+	err = rstream_check_addr(addr, addrlen);
+	if (err)
+		return err;
+
+	lock_sock(sk);
+	switch (sock->state) {
+	case SS_CONNECTED:
+		err = -EISCONN;
+		goto out;
+	case SS_CONNECTING:
+		if (sk->sk_state == TCP_SYN_SENT) {
+			err = -EALREADY;
+			if (flags & O_NONBLOCK)
+				goto out;
+			break;
+		}
+		/* Finished since: report as TCP does. */
+		if (sk->sk_state == TCP_ESTABLISHED) {
+			sock->state = SS_CONNECTED;
+			err = -EISCONN;
+			goto out;
+		}
+		err = sock_error(sk) ?: -ECONNABORTED;
+		sock->state = SS_UNCONNECTED;
+		goto out;
+	case SS_UNCONNECTED:
+		if (sk->sk_state != TCP_CLOSE) {
+			err = -EISCONN;
+			goto out;
+		}
+		if (test_bit(RSTREAM_F_DEAD, &rs->flags) || sk->sk_shutdown ||
+		    rs->flags)
+			rstream_reset_for_connect(rs);
+		rstream_fix_sizes(rs);
+		err = rstream_cm_connect(rs, addr, addrlen);
+		if (err)
+			goto out;
+		sock->state = SS_CONNECTING;
+		break;
+	default:
+		err = -EINVAL;
+		goto out;
+	}
+
+	timeo = sock_sndtimeo(sk, flags & O_NONBLOCK);
+	err = rstream_wait_connect(sk, &timeo);
+	if (err)
+		goto out;
+	if (sk->sk_state == TCP_ESTABLISHED) {
+		sock->state = SS_CONNECTED;
+		err = 0;
+	} else {
+		sock->state = SS_UNCONNECTED;
+		err = sock_error(sk) ?: -ECONNREFUSED;
+	}
+out:
+	release_sock(sk);
+	return err;
+}
+
+static int rstream_accept_common(struct socket *sock, struct socket *newsock,
+				 int flags)
+{
+	struct sock *sk = sock->sk;
+	struct rstream_sock *rs = rstream_sk(sk), *child;
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	long timeo;
+	int err = 0;
+
+	lock_sock(sk);
+	timeo = sock_rcvtimeo(sk, flags & O_NONBLOCK);
+	for (;;) {
+		if (sk->sk_state != TCP_LISTEN) {
+			err = -EINVAL;
+			break;
+		}
+		child = rstream_cm_dequeue(rs);
+		if (child)
+			break;
+		if (sk->sk_err) {
+			err = sock_error(sk);
+			break;
+		}
+		if (!timeo) {
+			err = -EAGAIN;
+			break;
+		}
+		if (signal_pending(current)) {
+			err = sock_intr_errno(timeo);
+			break;
+		}
+		add_wait_queue(sk_sleep(sk), &wait);
+		sk_wait_event(sk, &timeo, rstream_cm_accept_ready(rs) ||
+			      sk->sk_state != TCP_LISTEN, &wait);
+		remove_wait_queue(sk_sleep(sk), &wait);
+	}
+	release_sock(sk);
+	if (err)
+		return err;
+
+	lock_sock(&child->sk);
+	sock_graft(&child->sk, newsock);
+	newsock->state = SS_CONNECTED;
+	release_sock(&child->sk);
+	return 0;
+}
+
+#ifdef RSTREAM_HAVE_PROTO_ACCEPT_ARG
+static int rstream_accept(struct socket *sock, struct socket *newsock,
+			  struct proto_accept_arg *arg)
+{
+	return rstream_accept_common(sock, newsock, arg->flags);
+}
+#else
+static int rstream_accept(struct socket *sock, struct socket *newsock,
+			  int flags, bool kern)
+{
+	return rstream_accept_common(sock, newsock, flags);
+}
+#endif
+
+static int rstream_getname(struct socket *sock, struct sockaddr *addr,
+			   int peer)
+{
+	struct sock *sk = sock->sk;
+	struct rstream_sock *rs = rstream_sk(sk);
+	struct sockaddr_storage *ss;
+	int len;
+
+	lock_sock(sk);
+	if (peer) {
+		if (sock->state != SS_CONNECTED &&
+		    !test_bit(RSTREAM_F_CONNECTED, &rs->flags)) {
+			release_sock(sk);
+			return -ENOTCONN;
+		}
+		ss = &rs->peer_addr;
+	} else {
+		if (rs->cm_id && !test_bit(RSTREAM_F_CONNECTED, &rs->flags))
+			memcpy(&rs->local_addr, &rs->cm_id->route.addr.src_addr,
+			       sizeof(rs->local_addr));
+		ss = &rs->local_addr;
+	}
+	if (ss->ss_family == AF_INET6) {
+		len = sizeof(struct sockaddr_in6);
+	} else {
+		len = sizeof(struct sockaddr_in);
+		if (ss->ss_family != AF_INET) {
+			memset(ss, 0, len);
+			ss->ss_family = AF_INET;
+		}
+	}
+	memcpy(addr, ss, len);
+	release_sock(sk);
+	return len;
+}
+
+/* As tcp_poll(): lockless reads of state the handlers publish. */
+static __poll_t rstream_poll(struct file *file, struct socket *sock,
+			     poll_table *wait)
+{
+	struct sock *sk = sock->sk;
+	struct rstream_sock *rs = rstream_sk(sk);
+	int state = smp_load_acquire(&sk->sk_state);
+	u8 shutdown = READ_ONCE(sk->sk_shutdown);
+	bool rcv_shut, snd_shut;
+	__poll_t mask = 0;
+
+	sock_poll_wait(file, sock, wait);
+	if (state == TCP_LISTEN)
+		return rstream_cm_accept_ready(rs) ? EPOLLIN | EPOLLRDNORM : 0;
+
+	rcv_shut = (shutdown & RCV_SHUTDOWN) ||
+		   test_bit(RSTREAM_F_SHUT_RECV, &rs->flags) ||
+		   test_bit(RSTREAM_F_DISC_RECV, &rs->flags) ||
+		   test_bit(RSTREAM_F_DEAD, &rs->flags);
+	snd_shut = (shutdown & SEND_SHUTDOWN) ||
+		   test_bit(RSTREAM_F_DISC_RECV, &rs->flags) ||
+		   test_bit(RSTREAM_F_DEAD, &rs->flags);
+
+	if ((rcv_shut && snd_shut) || state == TCP_CLOSE)
+		mask |= EPOLLHUP;
+	if (rcv_shut)
+		mask |= EPOLLIN | EPOLLRDNORM | EPOLLRDHUP;
+	if (state == TCP_ESTABLISHED || (state == TCP_CLOSE && shutdown)) {
+		if (rstream_rx_ready(rs) >= max(READ_ONCE(sk->sk_rcvlowat), 1))
+			mask |= EPOLLIN | EPOLLRDNORM;
+		if (snd_shut || rstream_tx_writable(rs))
+			mask |= EPOLLOUT | EPOLLWRNORM;
+	}
+	if (READ_ONCE(sk->sk_err))
+		mask |= EPOLLERR;
+	return mask;
+}
+
+static int rstream_ioctl(struct socket *sock, unsigned int cmd,
+			 unsigned long arg)
+{
+	struct sock *sk = sock->sk;
+	struct rstream_sock *rs = rstream_sk(sk);
+	int answ;
+
+	switch (cmd) {
+	case SIOCINQ:
+		if (sk->sk_state == TCP_LISTEN)
+			return -EINVAL;
+		answ = rstream_rx_ready(rs);
+		break;
+	case SIOCOUTQ:
+		if (sk->sk_state == TCP_LISTEN)
+			return -EINVAL;
+		answ = test_bit(RSTREAM_F_VERBS, &rs->flags) ?
+		       rstream_tx_unacked(rs) : 0;
+		break;
+	default:
+		return -ENOIOCTLCMD;
+	}
+	return put_user(answ, (int __user *)arg);
+}
+
+static int rstream_shutdown(struct socket *sock, int how)
+{
+	struct sock *sk = sock->sk;
+	struct rstream_sock *rs = rstream_sk(sk);
+	int err = 0;
+
+	/* SHUT_RD, SHUT_WR, SHUT_RDWR are 0, 1, 2; the masks are 1, 2, 3. */
+	how++;
+	if ((how & ~SHUTDOWN_MASK) || !how)
+		return -EINVAL;
+
+	lock_sock(sk);
+	if (sk->sk_state != TCP_ESTABLISHED && sk->sk_state != TCP_SYN_SENT &&
+	    !(sk->sk_state == TCP_CLOSE && test_bit(RSTREAM_F_CONNECTED,
+						    &rs->flags))) {
+		err = -ENOTCONN;
+		goto out;
+	}
+	WRITE_ONCE(sk->sk_shutdown, sk->sk_shutdown | how);
+	/*
+	 * rsocket's rshutdown(): SHUTDOWN while we may still read, else
+	 * DISCONNECT; reading alone stops without a message.
+	 */
+	if (test_bit(RSTREAM_F_CONNECTED, &rs->flags) &&
+	    !test_bit(RSTREAM_F_DISC_SENT, &rs->flags)) {
+		if ((sk->sk_shutdown & SHUTDOWN_MASK) == SHUTDOWN_MASK)
+			rstream_send_ctrl(rs, RSTREAM_CTRL_DISCONNECT);
+		else if ((how & SEND_SHUTDOWN) &&
+			 !test_bit(RSTREAM_F_SHUT_SENT, &rs->flags))
+			rstream_send_ctrl(rs, RSTREAM_CTRL_SHUTDOWN);
+	}
+	rstream_wake(sk, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLHUP);
+out:
+	release_sock(sk);
+	return err;
+}
+
 /* Process context; the socket is going away and no other caller holds it. */
 static int rstream_release(struct socket *sock)
 {
 	struct sock *sk = sock->sk;
+	struct rstream_sock *rs;
+	bool listener;
 
 	if (!sk)
 		return 0;
+	rs = rstream_sk(sk);
 
 	lock_sock(sk);
+	listener = sk->sk_state == TCP_LISTEN;
 	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
 	sock_orphan(sk);
 	release_sock(sk);
 
+	if (listener) {
+		rstream_cm_close_listener(rs);
+	} else if (rs->cm_id || test_bit(RSTREAM_F_VERBS, &rs->flags)) {
+		/* Disconnecting may wait on the peer: not in close(). */
+		sock_hold(sk);
+		rstream_conn_teardown(rs);
+	}
 	sock_prot_inuse_add(sock_net(sk), &rstream_proto, -1);
 	sock->sk = NULL;
 	sock_put(sk);
 	return 0;
-}
-
-/*
- * Nothing connects yet, so every socket is as a TCP socket in TCP_CLOSE:
- * hung up, never readable or writable.
- */
-static __poll_t rstream_poll(struct file *file, struct socket *sock,
-			     poll_table *wait)
-{
-	return EPOLLHUP;
-}
-
-/* No rstream ioctls yet: let the core try the generic ones, else ENOTTY. */
-static int rstream_ioctl(struct socket *sock, unsigned int cmd,
-			 unsigned long arg)
-{
-	return -ENOIOCTLCMD;
-}
-
-/* SOL_SOCKET options are handled by the core before these are called. */
-static int rstream_setsockopt(struct socket *sock, int level, int optname,
-			      sockptr_t optval, unsigned int optlen)
-{
-	return level == SOL_RDMA ? -EOPNOTSUPP : -ENOPROTOOPT;
-}
-
-static int rstream_getsockopt(struct socket *sock, int level, int optname,
-			      char __user *optval, int __user *optlen)
-{
-	return level == SOL_RDMA ? -EOPNOTSUPP : -ENOPROTOOPT;
 }
 
 /*
@@ -97,19 +548,19 @@ static int rstream_getsockopt(struct socket *sock, int level, int optname,
 static const struct proto_ops rstream_stream_ops = {
 	.owner		= THIS_MODULE,
 	.release	= rstream_release,
-	.bind		= sock_no_bind,
-	.connect	= sock_no_connect,
+	.bind		= rstream_bind,
+	.connect	= rstream_connect,
 	.socketpair	= sock_no_socketpair,
-	.accept		= sock_no_accept,
-	.getname	= sock_no_getname,
+	.accept		= rstream_accept,
+	.getname	= rstream_getname,
 	.poll		= rstream_poll,
 	.ioctl		= rstream_ioctl,
-	.listen		= sock_no_listen,
-	.shutdown	= sock_no_shutdown,
+	.listen		= rstream_listen,
+	.shutdown	= rstream_shutdown,
 	.setsockopt	= rstream_setsockopt,
 	.getsockopt	= rstream_getsockopt,
-	.sendmsg	= sock_no_sendmsg,
-	.recvmsg	= sock_no_recvmsg,
+	.sendmsg	= rstream_sendmsg,
+	.recvmsg	= rstream_recvmsg,
 	.mmap		= sock_no_mmap,
 };
 
@@ -120,36 +571,19 @@ static const struct proto_ops rstream_stream_ops = {
 static int rstream_create(struct net *net, struct socket *sock, int protocol,
 			  int kern)
 {
-	struct sock *sk;
+	struct rstream_sock *rs;
 
 	if (sock->type != SOCK_STREAM)
 		return -ESOCKTNOSUPPORT;
 	if (protocol && protocol != IPPROTO_TCP)
 		return -EPROTONOSUPPORT;
 
-	/* The family parameter is read-only: this is the registered number. */
-	sk = sk_alloc(net, rstream_param(RSTREAM_PARAM_FAMILY), GFP_KERNEL,
-		      &rstream_proto, kern);
-	if (!sk)
+	rs = rstream_sock_alloc(net, NULL, kern);
+	if (!rs)
 		return -ENOMEM;
-
 	sock->state = SS_UNCONNECTED;
 	sock->ops = &rstream_stream_ops;
-	sock_init_data(sock, sk);
-	kern = !!kern;
-	sock_lock_init_class_and_name(sk, rstream_slock_names[kern],
-				      &rstream_slock_keys[kern],
-				      rstream_sk_lock_names[kern],
-				      &rstream_sk_lock_keys[kern]);
-	/*
-	 * Never IPPROTO_TCP, whichever was asked for: BPF helpers
-	 * (bpf_tcp_sock(), bpf_setsockopt(SOL_TCP)) take any full socket
-	 * with that protocol for a tcp_sock and would run off the end of
-	 * this one.
-	 */
-	sk->sk_protocol = 0;
-
-	sock_prot_inuse_add(net, &rstream_proto, 1);
+	sock_graft(&rs->sk, sock);
 	return 0;
 }
 
@@ -166,9 +600,12 @@ static int __init rstream_init(void)
 
 	rstream_family_ops.family = family;
 
+	rstream_wq = alloc_workqueue("rstream", WQ_MEM_RECLAIM, 0);
+	if (!rstream_wq)
+		return -ENOMEM;
 	err = proto_register(&rstream_proto, 1);
 	if (err)
-		return err;
+		goto err_wq;
 	err = rstream_proc_init();
 	if (err)
 		goto err_proto;
@@ -200,6 +637,8 @@ err_proc:
 	rstream_proc_exit();
 err_proto:
 	proto_unregister(&rstream_proto);
+err_wq:
+	destroy_workqueue(rstream_wq);
 	return err;
 }
 
@@ -210,6 +649,8 @@ static void __exit rstream_exit(void)
 	rstream_device_exit();
 	rstream_proc_exit();
 	proto_unregister(&rstream_proto);
+	/* Teardowns hold a socket, hence the module: none is left running. */
+	destroy_workqueue(rstream_wq);
 }
 
 module_init(rstream_init);

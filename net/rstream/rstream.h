@@ -7,19 +7,160 @@
 
 #include <linux/compiler.h>
 #include <linux/types.h>
+#include <linux/completion.h>
+#include <linux/dma-direction.h>
+#include <linux/scatterlist.h>
+#include <linux/workqueue.h>
 #include <net/sock.h>
+#include <rdma/ib_verbs.h>
+
+#include "proto.h"
+
+/* Valid page orders are 0..RSTREAM_MAX_ORDER (the name changed in 6.8). */
+#ifdef MAX_PAGE_ORDER
+#define RSTREAM_MAX_ORDER	MAX_PAGE_ORDER
+#else
+#define RSTREAM_MAX_ORDER	(MAX_ORDER - 1)
+#endif
 
 struct seq_file;
 
 #define RSTREAM_VERSION		"0.1.0"
 
+struct rdma_cm_id;
+struct ib_cq;
+struct ib_pd;
+struct ib_qp;
+struct ib_mr;
+
+/*
+ * buf.c: memory the HCA reads or writes, registered as one memory region
+ * of its own (FRWR), virtually contiguous for the CPU through vmap().
+ */
+struct rstream_buf {
+	void *vaddr;
+	size_t size;
+	unsigned int order;	/* each chunk is PAGE_SIZE << order */
+	unsigned int nchunks;
+	struct page **chunks;
+	struct sg_table sgt;
+	int dma_nents;		/* 0 while not DMA-mapped */
+	enum dma_data_direction dir;
+	struct ib_device *ibdev;
+	struct ib_mr *mr;
+	int access;		/* IB_ACCESS_* granted by the registration */
+};
+
+/* One send queue entry, in posting order (sq_posted modulo sq_size). */
+struct rstream_sq_slot {
+	u64 sbuf_end;		/* staging bytes released by its completion */
+	u8 signaled;
+	u8 ctrl;		/* counts against the control slots */
+};
+
+/* Connection flags, in rstream_sock.flags (atomic bitops). */
+enum {
+	RSTREAM_F_VERBS,	/* QP, CQ, MRs exist */
+	RSTREAM_F_CONNECTED,	/* data may move (QP in RTS, peer known) */
+	RSTREAM_F_DEAD,		/* no more posting: reset, error or teardown */
+	RSTREAM_F_DISC_SENT,	/* our DISCONNECT is posted */
+	RSTREAM_F_DISC_RECV,	/* the peer's DISCONNECT or DREQ arrived */
+	RSTREAM_F_SHUT_SENT,	/* our SHUTDOWN is posted */
+	RSTREAM_F_SHUT_RECV,	/* the peer's SHUTDOWN arrived */
+	RSTREAM_F_CM_GONE,	/* the cm_id is being destroyed by its owner */
+	RSTREAM_F_TEARDOWN,	/* teardown work queued */
+};
+
 struct rstream_sock {
 	struct sock sk;		/* first: sk_alloc() sizes the object by proto */
+
+	/* Sizes, fixed when the connection is set up (sock lock). */
+	u32 ring_size;
+	u32 sbuf_size;
+	u16 sq_size;
+	u16 rq_size;
+	u16 inline_size;
+	bool sizes_fixed;	/* SOL_RDMA options refused from now on */
+	bool nodelay;		/* TCP_NODELAY: accepted, as by rsocket */
+
+	/* Addresses, for getsockname/getpeername. */
+	struct sockaddr_storage local_addr;
+	struct sockaddr_storage peer_addr;
+	bool bound;
+
+	/*
+	 * The rdma_cm id.  Its handler runs in process context with the id's
+	 * handler mutex held and never takes the sock lock, so that process
+	 * context may call rdma_destroy_id() (which waits for the handler)
+	 * without holding anything the handler needs.
+	 */
+	struct rdma_cm_id *cm_id;
+	unsigned long flags;
+
+	/* Listener: children in set-up, and established ones to accept. */
+	struct list_head embryos;
+	struct list_head accept_queue;
+	/* Child: its place in one of the listener's lists, and the listener. */
+	struct list_head accept_node;
+	struct rstream_sock *listener;
+
+	/* Verbs resources (conn.c), owned by the connection. */
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+	struct ib_qp *qp;
+	struct rstream_buf ring;	/* receive ring, remote write */
+	struct rstream_buf sgl;		/* target SGL array, remote write */
+	struct rstream_buf sbuf;	/* send staging, local */
+	struct ib_cqe send_cqe;
+	struct ib_cqe recv_cqe;
+	struct ib_cqe reg_cqe;
+	atomic_t reg_pending;
+	int reg_status;
+	struct completion reg_done;
+
+	/*
+	 * The data path: both directions' state, the send queue accounting,
+	 * the message queue.  Taken with spin_lock_bh() in process context and
+	 * spin_lock() in the completion handlers (softirq).
+	 */
+	spinlock_t lock;
+	struct rstream_conn_params peer;
+	struct rstream_rx_state rx;
+	struct rstream_tx_state tx;
+	u8 remote_sge;			/* the peer's entry our next grant fills */
+	u32 *rmsg;			/* lengths of unconsumed data messages */
+	u32 rmsg_size;
+	u32 rmsg_head;
+	u32 rmsg_tail;
+	struct rstream_sq_slot *sq_slots;
+	u32 sq_posted;
+	u32 sq_done;
+	u32 sq_ctrl;			/* control messages in flight */
+	u32 sq_unsignaled;		/* data WRs since the last signaled */
+	u32 disc_seq;			/* SQ sequence of our DISCONNECT */
+	u32 grant_count;
+	u64 sbuf_head;			/* bytes copied in, ever */
+	u64 sbuf_tail;			/* bytes whose sends completed */
+
+	/*
+	 * Serialises who destroys the cm_id and the verbs resources: teardown,
+	 * the reset work and the CM handler (device removal).  Never held
+	 * across rdma_destroy_id(), which waits for the handler.
+	 */
+	struct mutex cm_lock;
+	struct completion disc_done;	/* our DISCONNECT has completed */
+	struct work_struct reset_work;
+	struct work_struct teardown_work;
 };
 
 static inline struct rstream_sock *rstream_sk(const struct sock *sk)
 {
 	return container_of(sk, struct rstream_sock, sk);
+}
+
+static inline u32 rstream_rx_ready(const struct rstream_sock *rs)
+{
+	return READ_ONCE(rs->rx.written) - READ_ONCE(rs->rx.consumed);
 }
 
 /* params.c: module parameters, validated on every write */
@@ -65,5 +206,69 @@ void rstream_device_show(struct seq_file *seq, const struct net *net);
 
 int rstream_proc_init(void);
 void rstream_proc_exit(void);
+
+/* buf.c */
+
+int rstream_buf_alloc(struct rstream_buf *buf, struct ib_pd *pd, size_t size,
+		      enum dma_data_direction dir, int access);
+void rstream_buf_unregister(struct rstream_buf *buf);
+void rstream_buf_free(struct rstream_buf *buf);
+void rstream_buf_reg_wr(struct rstream_buf *buf, struct ib_reg_wr *wr);
+void rstream_buf_sync_for_cpu(struct rstream_buf *buf, size_t off, size_t len);
+void rstream_buf_sync_for_device(struct rstream_buf *buf, size_t off,
+				 size_t len);
+u64 rstream_buf_iova(const struct rstream_buf *buf, size_t off);
+
+/* conn.c: verbs resources of one connection */
+
+extern struct workqueue_struct *rstream_wq;
+
+int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id);
+int rstream_conn_start(struct rstream_sock *rs, bool passive);
+void rstream_conn_destroy(struct rstream_sock *rs);
+void rstream_conn_reset(struct rstream_sock *rs, int err, const char *why);
+void rstream_conn_build_params(struct rstream_sock *rs,
+			       struct rstream_conn_params *p);
+void rstream_conn_established(struct rstream_sock *rs);
+void rstream_conn_teardown(struct rstream_sock *rs);
+void rstream_conn_init(struct rstream_sock *rs);
+void rstream_conn_free(struct rstream_sock *rs);
+
+/* cm.c: connection management */
+
+int rstream_cm_connect(struct rstream_sock *rs, struct sockaddr *addr,
+		       int addrlen);
+int rstream_cm_bind(struct rstream_sock *rs, struct sockaddr *addr);
+int rstream_cm_listen(struct rstream_sock *rs, int backlog);
+void rstream_cm_close_listener(struct rstream_sock *rs);
+int rstream_cm_ensure_id(struct rstream_sock *rs);
+struct rstream_sock *rstream_cm_dequeue(struct rstream_sock *lrs);
+bool rstream_cm_accept_ready(struct rstream_sock *lrs);
+
+/* tx.c and rx.c: the data path */
+
+int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
+int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
+		    int flags);
+void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc);
+void rstream_recv_done(struct ib_cq *cq, struct ib_wc *wc);
+int rstream_post_recvs(struct rstream_sock *rs, unsigned int n);
+int rstream_send_ctrl(struct rstream_sock *rs, enum rstream_ctrl ctrl);
+void rstream_tx_updates(struct rstream_sock *rs);
+bool rstream_tx_writable(struct rstream_sock *rs);
+u32 rstream_tx_unacked(struct rstream_sock *rs);
+void rstream_wake(struct sock *sk, __poll_t events);
+
+/* af_rstream.c */
+
+struct rstream_sock *rstream_sock_alloc(struct net *net, struct sock *parent,
+				       int kern);
+
+/* options.c */
+
+int rstream_setsockopt(struct socket *sock, int level, int optname,
+		       sockptr_t optval, unsigned int optlen);
+int rstream_getsockopt(struct socket *sock, int level, int optname,
+		       char __user *optval, int __user *optlen);
 
 #endif /* _NET_RSTREAM_RSTREAM_H */

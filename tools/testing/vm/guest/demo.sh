@@ -16,3 +16,5 @@ echo "devices seen by rstream (/proc/net/rstream/devices):"
 sed 's/^/  /' /proc/net/rstream/devices
 printf 'socket(%s, SOCK_STREAM, 0): ' "$family"
 /usr/lib/rstream/selftests/rstream_sock "$family"
+echo "a verified stream both ways over rxe0 (AF_RSTREAM client and server):"
+/usr/lib/rstream/selftests/rstream_smoke 192.0.2.1 7471 65536 64 2>&1 | sed 's/^/  /'

@@ -1,0 +1,469 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Connection management over rdma_cm: bind, listen, connect, the passive
+ * side's accept queue, disconnect and device removal.
+ *
+ * rstream_cm_handler() runs in process context (rdma_cm's work queues)
+ * with the id's handler mutex held.  It never takes the sock lock: process
+ * context may then destroy an id, which waits for its handler, while
+ * holding the sock lock.  Socket state the handler changes is published
+ * with smp_store_release() and waiters are woken through rstream_wake().
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <net/tcp_states.h>
+#include <rdma/ib_cm.h>
+#include <rdma/rdma_cm.h>
+
+#include "rstream.h"
+
+#define RSTREAM_RESOLVE_TIMEOUT_MS	5000
+
+/* Protects every listener's embryos and accept_queue and child->listener. */
+static DEFINE_SPINLOCK(rstream_accept_lock);
+
+static void rstream_set_state(struct sock *sk, int state)
+{
+	smp_store_release(&sk->sk_state, state);
+}
+
+static int rstream_cm_handler(struct rdma_cm_id *id,
+			      struct rdma_cm_event *ev);
+
+int rstream_cm_ensure_id(struct rstream_sock *rs)
+{
+	struct rdma_cm_id *id;
+
+	if (rs->cm_id)
+		return 0;
+	id = rdma_create_id(sock_net(&rs->sk), rstream_cm_handler, rs,
+			    RDMA_PS_TCP, IB_QPT_RC);
+	if (IS_ERR(id))
+		return PTR_ERR(id);
+	mutex_lock(&rs->cm_lock);
+	rs->cm_id = id;
+	mutex_unlock(&rs->cm_lock);
+	return 0;
+}
+
+/* The errno a TCP user expects for a connection attempt that failed. */
+static int rstream_cm_errno(enum rdma_cm_event_type event, int status)
+{
+	switch (event) {
+	case RDMA_CM_EVENT_REJECTED:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		return ECONNREFUSED;
+	default:
+		break;
+	}
+	switch (-status) {
+	case ETIMEDOUT:
+	case ENETUNREACH:
+	case EHOSTUNREACH:
+	case EADDRNOTAVAIL:
+	case ECONNREFUSED:
+		return -status;
+	case ENODEV:		/* no RDMA device reaches the address */
+		return ENETUNREACH;
+	default:
+		return EHOSTUNREACH;
+	}
+}
+
+/* Active side set-up failed with @err: free what exists, wake connect(). */
+static void rstream_cm_connect_failed(struct rstream_sock *rs, int err)
+{
+	struct sock *sk = &rs->sk;
+
+	mutex_lock(&rs->cm_lock);
+	rstream_conn_destroy(rs);
+	mutex_unlock(&rs->cm_lock);
+	WRITE_ONCE(sk->sk_err, err);
+	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
+	rstream_set_state(sk, TCP_CLOSE);
+	rstream_wake(sk, EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP);
+}
+
+static void rstream_cm_params(struct rstream_sock *rs,
+			      struct rdma_conn_param *param,
+			      struct rstream_conn_data *cd)
+{
+	struct rstream_conn_params p;
+
+	rstream_conn_build_params(rs, &p);
+	rstream_conn_data_build(cd, &p);
+	param->private_data = cd;
+	param->private_data_len = sizeof(*cd);
+	param->flow_control = 1;
+	param->retry_count = 7;
+	/* Infinite RNR retry: the CM gives each side's QP the other's value. */
+	param->rnr_retry_count = 7;
+	param->qp_num = rs->qp->qp_num;
+	param->srq = 0;
+}
+
+static void rstream_cm_route_resolved(struct rstream_sock *rs,
+				      struct rdma_cm_id *id)
+{
+	struct rdma_conn_param param = {};
+	struct rstream_conn_data cd;
+	int err;
+
+	mutex_lock(&rs->cm_lock);
+	err = rstream_conn_create(rs, id);
+	mutex_unlock(&rs->cm_lock);
+	if (!err) {
+		rstream_cm_params(rs, &param, &cd);
+		err = rdma_connect_locked(id, &param);
+	}
+	if (err)
+		rstream_cm_connect_failed(rs, rstream_cm_errno(0, err));
+}
+
+static void rstream_cm_connect_response(struct rstream_sock *rs,
+					struct rdma_cm_id *id,
+					struct rdma_cm_event *ev)
+{
+	struct sock *sk = &rs->sk;
+	const char *why = NULL;
+	int err;
+
+	err = rstream_conn_data_parse(ev->param.conn.private_data,
+				      ev->param.conn.private_data_len,
+				      &rs->peer, &why);
+	if (err) {
+		net_warn_ratelimited("%s: connection to %pISpc refused: %s\n",
+				     KBUILD_MODNAME, &rs->peer_addr, why);
+		rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
+		rstream_cm_connect_failed(rs, EPROTO);
+		return;
+	}
+	err = rstream_conn_start(rs, false);
+	if (err) {
+		rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
+		rstream_cm_connect_failed(rs, -err == ETIMEDOUT ? ETIMEDOUT :
+					  ECONNREFUSED);
+		return;
+	}
+	/* The RTU: only now may the peer write into our regions. */
+	err = rdma_accept(id, NULL);
+	if (err) {
+		rstream_cm_connect_failed(rs, ECONNREFUSED);
+		return;
+	}
+	memcpy(&rs->local_addr, &id->route.addr.src_addr,
+	       sizeof(rs->local_addr));
+	rstream_set_state(sk, TCP_ESTABLISHED);
+	rstream_conn_established(rs);
+}
+
+/*
+ * CONNECT_REQUEST on a listener: @id is the new connection's id.  Build
+ * the child socket and its QP, register, and accept with our private data.
+ * A non-zero return makes rdma_cm destroy @id.
+ */
+static int rstream_cm_request(struct rstream_sock *lrs, struct rdma_cm_id *id,
+			      struct rdma_cm_event *ev)
+{
+	struct sock *lsk = &lrs->sk;
+	struct rdma_conn_param param = {};
+	struct rstream_conn_params peer;
+	struct rstream_conn_data cd;
+	struct rstream_sock *child;
+	const char *why = NULL;
+	int err;
+
+	err = rstream_conn_data_parse(ev->param.conn.private_data,
+				      ev->param.conn.private_data_len,
+				      &peer, &why);
+	if (err) {
+		net_warn_ratelimited("%s: connection from %pISpc rejected: %s\n",
+				     KBUILD_MODNAME, &id->route.addr.dst_addr,
+				     why);
+		rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
+		return 1;
+	}
+
+	child = rstream_sock_alloc(sock_net(lsk), lsk, lsk->sk_kern_sock);
+	if (!child) {
+		rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
+		return 1;
+	}
+	child->cm_id = id;
+	child->peer = peer;
+	memcpy(&child->local_addr, &id->route.addr.src_addr,
+	       sizeof(child->local_addr));
+	memcpy(&child->peer_addr, &id->route.addr.dst_addr,
+	       sizeof(child->peer_addr));
+
+	spin_lock(&rstream_accept_lock);
+	if (READ_ONCE(lsk->sk_state) != TCP_LISTEN || sk_acceptq_is_full(lsk)) {
+		spin_unlock(&rstream_accept_lock);
+		err = -ECONNREFUSED;
+		goto err_free;
+	}
+	sock_hold(lsk);
+	child->listener = lrs;
+	list_add_tail(&child->accept_node, &lrs->embryos);
+	sk_acceptq_added(lsk);
+	spin_unlock(&rstream_accept_lock);
+
+	id->context = child;
+	mutex_lock(&child->cm_lock);
+	err = rstream_conn_create(child, id);
+	mutex_unlock(&child->cm_lock);
+	if (!err)
+		err = rstream_conn_start(child, true);
+	if (err)
+		goto err_unlink;
+
+	/* As rsocket: the request's parameters, with our private data. */
+	param = ev->param.conn;
+	rstream_cm_params(child, &param, &cd);
+	rstream_set_state(&child->sk, TCP_SYN_RECV);
+	err = rdma_accept(id, &param);
+	if (err)
+		goto err_unlink;
+	return 0;
+
+err_unlink:
+	rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
+	spin_lock(&rstream_accept_lock);
+	if (child->listener) {
+		list_del_init(&child->accept_node);
+		child->listener = NULL;
+		sk_acceptq_removed(lsk);
+		lrs = NULL;
+	}
+	spin_unlock(&rstream_accept_lock);
+	if (!lrs)
+		sock_put(lsk);
+err_free:
+	mutex_lock(&child->cm_lock);
+	rstream_conn_destroy(child);
+	child->cm_id = NULL;
+	mutex_unlock(&child->cm_lock);
+	id->context = NULL;
+	sock_put(&child->sk);
+	return 1;
+}
+
+/* RTU received (or COMM_EST): the child may be accepted. */
+static void rstream_cm_child_established(struct rstream_sock *child)
+{
+	struct rstream_sock *lrs;
+
+	spin_lock(&rstream_accept_lock);
+	lrs = child->listener;
+	if (lrs)
+		list_move_tail(&child->accept_node, &lrs->accept_queue);
+	spin_unlock(&rstream_accept_lock);
+	if (!lrs)
+		return;		/* the listener closed: teardown is queued */
+
+	rstream_set_state(&child->sk, TCP_ESTABLISHED);
+	rstream_conn_established(child);
+	rstream_wake(&lrs->sk, EPOLLIN | EPOLLRDNORM);
+}
+
+/*
+ * The RDMA device is going away: free everything on it now, as rdma_cm
+ * waits for that.  Returns 1 if rdma_cm is to destroy the id, which it
+ * does unless teardown has already taken it and is waiting to.
+ */
+static int rstream_cm_device_removal(struct rstream_sock *rs,
+				     struct rdma_cm_id *id)
+{
+	struct sock *sk = &rs->sk;
+	bool ours;
+
+	mutex_lock(&rs->cm_lock);
+	ours = rs->cm_id == id;
+	if (ours)
+		rs->cm_id = NULL;
+	rstream_conn_destroy(rs);
+	mutex_unlock(&rs->cm_lock);
+
+	if (!READ_ONCE(sk->sk_err))
+		WRITE_ONCE(sk->sk_err, ENODEV);
+	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
+	if (sk->sk_state != TCP_LISTEN)
+		rstream_set_state(sk, TCP_CLOSE);
+	rstream_wake(sk, EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP);
+	return ours;
+}
+
+static int rstream_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	struct rstream_sock *rs = id->context;
+	int err;
+
+	if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
+		return rstream_cm_request(rs, id, ev);
+	if (!rs)
+		return 0;
+
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		err = rdma_resolve_route(id, RSTREAM_RESOLVE_TIMEOUT_MS);
+		if (err)
+			rstream_cm_connect_failed(rs, rstream_cm_errno(0, err));
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		rstream_cm_route_resolved(rs, id);
+		break;
+	case RDMA_CM_EVENT_CONNECT_RESPONSE:
+		rstream_cm_connect_response(rs, id, ev);
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		rstream_cm_child_established(rs);
+		break;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+	case RDMA_CM_EVENT_REJECTED:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		if (rs->sk.sk_state == TCP_SYN_SENT)
+			rstream_cm_connect_failed(rs, rstream_cm_errno(ev->event,
+								       ev->status));
+		else
+			rstream_conn_reset(rs, ECONNRESET,
+					   rdma_event_msg(ev->event));
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		/* The peer's DREQ: answer it, and the stream has ended. */
+		set_bit(RSTREAM_F_DISC_RECV, &rs->flags);
+		rdma_disconnect(id);
+		rstream_wake(&rs->sk, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLHUP);
+		break;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		return rstream_cm_device_removal(rs, id);
+	default:
+		break;
+	}
+	return 0;
+}
+
+static int rstream_cm_resolve_errno(int err)
+{
+	return -rstream_cm_errno(0, err);
+}
+
+/* Sock lock held.  @addr is checked by the caller. */
+int rstream_cm_bind(struct rstream_sock *rs, struct sockaddr *addr)
+{
+	int err;
+
+	err = rstream_cm_ensure_id(rs);
+	if (err)
+		return err;
+	if (rs->sk.sk_reuse)
+		rdma_set_reuseaddr(rs->cm_id, 1);
+	if (addr->sa_family == AF_INET6 && rs->sk.sk_ipv6only)
+		rdma_set_afonly(rs->cm_id, 1);
+	err = rdma_bind_addr(rs->cm_id, addr);
+	if (err)
+		return err == -ENODEV ? -EADDRNOTAVAIL : err;
+	memcpy(&rs->local_addr, &rs->cm_id->route.addr.src_addr,
+	       sizeof(rs->local_addr));
+	rs->bound = true;
+	return 0;
+}
+
+/* Sock lock held: start resolving; the handler carries on from there. */
+int rstream_cm_connect(struct rstream_sock *rs, struct sockaddr *addr,
+		       int addrlen)
+{
+	struct sockaddr *src = NULL;
+	int err;
+
+	err = rstream_cm_ensure_id(rs);
+	if (err)
+		return err;
+	if (rs->bound)
+		src = (struct sockaddr *)&rs->local_addr;
+	memset(&rs->peer_addr, 0, sizeof(rs->peer_addr));
+	memcpy(&rs->peer_addr, addr, addrlen);
+	rstream_set_state(&rs->sk, TCP_SYN_SENT);
+	err = rdma_resolve_addr(rs->cm_id, src, addr,
+				RSTREAM_RESOLVE_TIMEOUT_MS);
+	if (err) {
+		rstream_set_state(&rs->sk, TCP_CLOSE);
+		return rstream_cm_resolve_errno(err);
+	}
+	return 0;
+}
+
+/* Sock lock held; the socket is bound (rstream_cm_bind()). */
+int rstream_cm_listen(struct rstream_sock *rs, int backlog)
+{
+	int err;
+
+	err = rdma_listen(rs->cm_id, backlog);
+	if (err)
+		return err;
+	WRITE_ONCE(rs->sk.sk_max_ack_backlog, backlog);
+	rstream_set_state(&rs->sk, TCP_LISTEN);
+	return 0;
+}
+
+/* Take the first established child off @lrs's queue, or NULL. */
+struct rstream_sock *rstream_cm_dequeue(struct rstream_sock *lrs)
+{
+	struct rstream_sock *child = NULL;
+
+	spin_lock(&rstream_accept_lock);
+	if (!list_empty(&lrs->accept_queue)) {
+		child = list_first_entry(&lrs->accept_queue,
+					 struct rstream_sock, accept_node);
+		list_del_init(&child->accept_node);
+		child->listener = NULL;
+		sk_acceptq_removed(&lrs->sk);
+	}
+	spin_unlock(&rstream_accept_lock);
+	if (child)
+		sock_put(&lrs->sk);
+	return child;
+}
+
+bool rstream_cm_accept_ready(struct rstream_sock *lrs)
+{
+	return !list_empty_careful(&lrs->accept_queue);
+}
+
+/*
+ * Close a listener: no new requests once its id is destroyed, then every
+ * child not yet accepted is closed as if by its own close().  Process
+ * context, sock lock not held (rdma_destroy_id() waits for handlers).
+ */
+void rstream_cm_close_listener(struct rstream_sock *lrs)
+{
+	struct rstream_sock *child, *tmp;
+	struct rdma_cm_id *id;
+	LIST_HEAD(orphans);
+
+	rstream_set_state(&lrs->sk, TCP_CLOSE);
+	mutex_lock(&lrs->cm_lock);
+	id = lrs->cm_id;
+	lrs->cm_id = NULL;
+	mutex_unlock(&lrs->cm_lock);
+	if (id)
+		rdma_destroy_id(id);
+
+	spin_lock(&rstream_accept_lock);
+	list_splice_init(&lrs->embryos, &orphans);
+	list_splice_tail_init(&lrs->accept_queue, &orphans);
+	list_for_each_entry(child, &orphans, accept_node) {
+		child->listener = NULL;
+		sk_acceptq_removed(&lrs->sk);
+	}
+	spin_unlock(&rstream_accept_lock);
+
+	list_for_each_entry_safe(child, tmp, &orphans, accept_node) {
+		list_del_init(&child->accept_node);
+		sock_put(&lrs->sk);
+		rstream_conn_teardown(child);	/* takes the list's reference */
+	}
+}

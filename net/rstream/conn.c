@@ -1,0 +1,398 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The verbs resources of one connection and their life cycle.
+ *
+ * rstream manages its QP itself instead of handing it to rdma_cm, because
+ * rsockets advertises the rkeys of the receive ring and the target SGL in
+ * the CM private data: the regions must be registered (IB_WR_REG_MR, which
+ * needs a send queue in RTS) before the peer can use those keys.
+ *  - passive side: on CONNECT_REQUEST the QP goes INIT -> RTR -> RTS, the
+ *    registrations complete, then rdma_accept() sends the REP with keys;
+ *  - active side: the keys are those of the prepared regions; on
+ *    CONNECT_RESPONSE the QP goes to RTS, the registrations complete, and
+ *    only then does the RTU let the peer start writing.
+ * Both run in the CM handler (process context, the id's handler mutex held).
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/mm.h>
+#include <linux/slab.h>
+#include <rdma/rdma_cm.h>
+
+#include "rstream.h"
+
+#define RSTREAM_REG_WRS		3	/* ring, target SGL, staging */
+#define RSTREAM_DRAIN_WRS	1	/* ib_drain_qp()'s marker */
+#define RSTREAM_CTRL_BYTES	(RSTREAM_CTRL_SLOTS * sizeof(struct rstream_wire_sge))
+#define RSTREAM_REG_TIMEOUT	(5 * HZ)
+#define RSTREAM_DISC_TIMEOUT	(2 * HZ)
+
+struct workqueue_struct *rstream_wq;
+
+static void rstream_reg_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rstream_sock *rs = cq->cq_context;
+
+	if (wc->status != IB_WC_SUCCESS)
+		rs->reg_status = -EIO;
+	if (atomic_dec_and_test(&rs->reg_pending))
+		complete(&rs->reg_done);
+}
+
+/*
+ * QP events come in any context.  COMM_EST means the peer's first message
+ * arrived before the RTU: rdma_cm must hear of it, or the passive side
+ * waits for an RTU that may be lost.
+ */
+static void rstream_qp_event(struct ib_event *event, void *context)
+{
+	struct rstream_sock *rs = context;
+	struct rdma_cm_id *id;
+
+	switch (event->event) {
+	case IB_EVENT_COMM_EST:
+		id = READ_ONCE(rs->cm_id);
+		if (id)
+			rdma_notify(id, IB_EVENT_COMM_EST);
+		break;
+	case IB_EVENT_SQ_DRAINED:
+	case IB_EVENT_QP_LAST_WQE_REACHED:
+		break;
+	default:
+		rstream_conn_reset(rs, ECONNRESET, ib_event_msg(event->event));
+		break;
+	}
+}
+
+static int rstream_qp_to(struct rstream_sock *rs, struct rdma_cm_id *id,
+			 enum ib_qp_state state)
+{
+	struct ib_qp_attr attr = { .qp_state = state };
+	int mask, err;
+
+	err = rdma_init_qp_attr(id, &attr, &mask);
+	if (err)
+		return err;
+	return ib_modify_qp(rs->qp, &attr, mask);
+}
+
+/*
+ * Create the PD, CQ, QP and the three regions of a connection on the
+ * device rdma_cm chose for @id, and post the receives.  CM handler.
+ */
+int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id)
+{
+	struct ib_device *ibdev = id->device;
+	struct ib_qp_init_attr attr = {};
+	u32 max_wr = ibdev->attrs.max_qp_wr;
+	int err;
+
+	rs->sq_size = clamp_t(u32, rs->sq_size, RSTREAM_QP_MIN,
+			      max_t(u32, max_wr, RSTREAM_QP_MIN + 8) - 8);
+	rs->rq_size = clamp_t(u32, rs->rq_size, RSTREAM_QP_MIN,
+			      max_t(u32, max_wr, RSTREAM_QP_MIN + 8) - 8);
+
+	rs->pd = ib_alloc_pd(ibdev, 0);
+	if (IS_ERR(rs->pd)) {
+		err = PTR_ERR(rs->pd);
+		rs->pd = NULL;
+		return err;
+	}
+	rs->cq = ib_alloc_cq(ibdev, rs, rs->sq_size + rs->rq_size +
+			     RSTREAM_CTRL_SLOTS + RSTREAM_REG_WRS +
+			     2 * RSTREAM_DRAIN_WRS, 0, IB_POLL_SOFTIRQ);
+	if (IS_ERR(rs->cq)) {
+		err = PTR_ERR(rs->cq);
+		rs->cq = NULL;
+		goto err;
+	}
+
+	attr.event_handler = rstream_qp_event;
+	attr.qp_context = rs;
+	attr.send_cq = rs->cq;
+	attr.recv_cq = rs->cq;
+	attr.sq_sig_type = IB_SIGNAL_REQ_WR;
+	attr.qp_type = IB_QPT_RC;
+	attr.cap.max_send_wr = rs->sq_size + RSTREAM_REG_WRS + RSTREAM_DRAIN_WRS;
+	attr.cap.max_recv_wr = rs->rq_size + RSTREAM_CTRL_SLOTS +
+			       RSTREAM_DRAIN_WRS;
+	attr.cap.max_send_sge = 2;	/* the staging ring wraps */
+	attr.cap.max_recv_sge = 1;
+	attr.cap.max_inline_data = rs->inline_size;
+	rs->qp = ib_create_qp(rs->pd, &attr);
+	if (IS_ERR(rs->qp) && rs->inline_size) {
+		/* Some devices refuse the inline size: go without. */
+		attr.cap.max_inline_data = 0;
+		rs->qp = ib_create_qp(rs->pd, &attr);
+	}
+	if (IS_ERR(rs->qp)) {
+		err = PTR_ERR(rs->qp);
+		rs->qp = NULL;
+		goto err;
+	}
+	rs->inline_size = attr.cap.max_inline_data;
+
+	err = rstream_buf_alloc(&rs->ring, rs->pd, rs->ring_size,
+				DMA_FROM_DEVICE,
+				IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE);
+	if (err)
+		goto err;
+	err = rstream_buf_alloc(&rs->sgl, rs->pd,
+				RSTREAM_SGL_ENTRIES * sizeof(struct rstream_wire_sge),
+				DMA_BIDIRECTIONAL,
+				IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE);
+	if (err)
+		goto err;
+	err = rstream_buf_alloc(&rs->sbuf, rs->pd,
+				rs->sbuf_size + RSTREAM_CTRL_BYTES,
+				DMA_TO_DEVICE, IB_ACCESS_LOCAL_WRITE);
+	if (err)
+		goto err;
+
+	rs->rmsg_size = rs->rq_size + 1;
+	rs->rmsg = kvcalloc(rs->rmsg_size, sizeof(*rs->rmsg), GFP_KERNEL);
+	rs->sq_slots = kvcalloc(rs->sq_size, sizeof(*rs->sq_slots), GFP_KERNEL);
+	if (!rs->rmsg || !rs->sq_slots) {
+		err = -ENOMEM;
+		goto err;
+	}
+
+	rs->send_cqe.done = rstream_send_done;
+	rs->recv_cqe.done = rstream_recv_done;
+	rs->reg_cqe.done = rstream_reg_done;
+	set_bit(RSTREAM_F_VERBS, &rs->flags);
+
+	err = rstream_qp_to(rs, id, IB_QPS_INIT);
+	if (err)
+		goto err;
+	err = rstream_post_recvs(rs, rs->rq_size + RSTREAM_CTRL_SLOTS);
+	if (err)
+		goto err;
+	return 0;
+
+err:
+	rstream_conn_destroy(rs);
+	return err;
+}
+
+/* What our side tells the peer in the private data. */
+void rstream_conn_build_params(struct rstream_sock *rs,
+			       struct rstream_conn_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->credits = rs->rq_size;
+	p->sgl_addr = rstream_buf_iova(&rs->sgl, 0);
+	p->sgl_key = rs->sgl.mr->rkey;
+	p->buf_addr = rstream_buf_iova(&rs->ring, 0);
+	p->buf_key = rs->ring.mr->rkey;
+	p->buf_length = rs->ring_size / 2;
+}
+
+/*
+ * The peer's parameters are in rs->peer: bring the QP to RTS, register
+ * the regions and wait for the registrations, and set up both directions'
+ * state.  CM handler, before the REP (passive) or the RTU (active) goes
+ * out, so the peer cannot use our keys before they are valid.
+ */
+int rstream_conn_start(struct rstream_sock *rs, bool passive)
+{
+	struct rdma_cm_id *id = rs->cm_id;
+	struct ib_reg_wr reg[RSTREAM_REG_WRS];
+	struct rstream_buf *bufs[RSTREAM_REG_WRS] = {
+		&rs->ring, &rs->sgl, &rs->sbuf
+	};
+	int i, err;
+
+	/* Again at INIT: the access flags come from the CM's exchange. */
+	err = rstream_qp_to(rs, id, IB_QPS_INIT);
+	if (!err)
+		err = rstream_qp_to(rs, id, IB_QPS_RTR);
+	if (!err)
+		err = rstream_qp_to(rs, id, IB_QPS_RTS);
+	if (err)
+		return err;
+
+	atomic_set(&rs->reg_pending, RSTREAM_REG_WRS);
+	rs->reg_status = 0;
+	reinit_completion(&rs->reg_done);
+	for (i = 0; i < RSTREAM_REG_WRS; i++) {
+		rstream_buf_reg_wr(bufs[i], &reg[i]);
+		reg[i].wr.wr_cqe = &rs->reg_cqe;
+		reg[i].wr.send_flags = IB_SEND_SIGNALED;
+		reg[i].wr.next = i + 1 < RSTREAM_REG_WRS ? &reg[i + 1].wr : NULL;
+	}
+	err = ib_post_send(rs->qp, &reg[0].wr, NULL);
+	if (err)
+		return err;
+	if (!wait_for_completion_timeout(&rs->reg_done, RSTREAM_REG_TIMEOUT))
+		return -ETIMEDOUT;
+	if (rs->reg_status)
+		return rs->reg_status;
+
+	spin_lock_bh(&rs->lock);
+	rstream_rx_init(&rs->rx, rs->ring_size, rs->rq_size);
+	rstream_tx_init(&rs->tx, &rs->peer);
+	/* Our grants go to the peer's entries 1, 0, 1, ... */
+	rs->remote_sge = 1;
+	spin_unlock_bh(&rs->lock);
+	return 0;
+}
+
+/*
+ * Data may move: send the grant of the second half of our ring, as
+ * rsocket does the first time it looks at its completion queue.
+ */
+void rstream_conn_established(struct rstream_sock *rs)
+{
+	set_bit(RSTREAM_F_CONNECTED, &rs->flags);
+	rstream_tx_updates(rs);
+	rstream_wake(&rs->sk, EPOLLOUT | EPOLLWRNORM);
+}
+
+/*
+ * Free the QP, CQ, regions and PD.  After this no completion handler runs
+ * and the device holds nothing of ours; the pages of the rings stay until
+ * the socket is destroyed.  Process context, rs->cm_lock held or the
+ * connection not yet visible to anyone else.
+ */
+void rstream_conn_destroy(struct rstream_sock *rs)
+{
+	spin_lock_bh(&rs->lock);
+	set_bit(RSTREAM_F_DEAD, &rs->flags);
+	spin_unlock_bh(&rs->lock);
+
+	if (rs->qp) {
+		if (test_bit(RSTREAM_F_VERBS, &rs->flags))
+			ib_drain_qp(rs->qp);
+		ib_destroy_qp(rs->qp);
+		rs->qp = NULL;
+	}
+	if (rs->cq) {
+		ib_free_cq(rs->cq);
+		rs->cq = NULL;
+	}
+	rstream_buf_unregister(&rs->ring);
+	rstream_buf_unregister(&rs->sgl);
+	rstream_buf_unregister(&rs->sbuf);
+	if (rs->pd) {
+		ib_dealloc_pd(rs->pd);
+		rs->pd = NULL;
+	}
+	clear_bit(RSTREAM_F_VERBS, &rs->flags);
+	complete_all(&rs->disc_done);
+}
+
+/*
+ * Process context: move the QP to the error state so that everything in
+ * flight is flushed, and tell the peer with a DREQ.
+ */
+static void rstream_reset_work(struct work_struct *work)
+{
+	struct rstream_sock *rs = container_of(work, struct rstream_sock,
+					       reset_work);
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+
+	mutex_lock(&rs->cm_lock);
+	if (rs->qp)
+		ib_modify_qp(rs->qp, &attr, IB_QP_STATE);
+	if (rs->cm_id)
+		rdma_disconnect(rs->cm_id);
+	mutex_unlock(&rs->cm_lock);
+	sock_put(&rs->sk);
+}
+
+/*
+ * Stop the connection with @err (a positive errno) for @why.  Any
+ * context, including the completion handlers; only the first call counts.
+ */
+void rstream_conn_reset(struct rstream_sock *rs, int err, const char *why)
+{
+	struct sock *sk = &rs->sk;
+
+	if (test_and_set_bit(RSTREAM_F_DEAD, &rs->flags))
+		return;
+	if (!READ_ONCE(sk->sk_err))
+		WRITE_ONCE(sk->sk_err, err);
+	net_warn_ratelimited("%s: connection %pISpc -> %pISpc reset: %s\n",
+			     KBUILD_MODNAME, &rs->local_addr, &rs->peer_addr,
+			     why);
+	sock_hold(sk);
+	if (!queue_work(rstream_wq, &rs->reset_work))
+		sock_put(sk);
+	rstream_wake(sk, EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP);
+}
+
+/*
+ * Send our DISCONNECT if the peer may still be listening, so a userspace
+ * rsocket peer sees the end of the stream in band, then free everything.
+ * Workqueue (process context), holding a reference on the socket.
+ */
+static void rstream_teardown_work(struct work_struct *work)
+{
+	struct rstream_sock *rs = container_of(work, struct rstream_sock,
+					       teardown_work);
+	struct rdma_cm_id *id;
+
+	if (test_bit(RSTREAM_F_CONNECTED, &rs->flags) &&
+	    !test_bit(RSTREAM_F_DEAD, &rs->flags) &&
+	    !test_bit(RSTREAM_F_DISC_RECV, &rs->flags)) {
+		if (!rstream_send_ctrl(rs, RSTREAM_CTRL_DISCONNECT))
+			wait_for_completion_timeout(&rs->disc_done,
+						    RSTREAM_DISC_TIMEOUT);
+	}
+	/* A queued reset held a reference of its own. */
+	if (cancel_work_sync(&rs->reset_work))
+		sock_put(&rs->sk);
+
+	mutex_lock(&rs->cm_lock);
+	id = rs->cm_id;
+	if (id && !test_bit(RSTREAM_F_CONNECTED, &rs->flags)) {
+		/* Set-up may be running in the handler: stop it first. */
+		rs->cm_id = NULL;
+		mutex_unlock(&rs->cm_lock);
+		rdma_destroy_id(id);
+		mutex_lock(&rs->cm_lock);
+		id = NULL;
+	}
+	rs->cm_id = NULL;
+	rstream_conn_destroy(rs);
+	mutex_unlock(&rs->cm_lock);
+	/* Connected: the QP is gone first, so no QP event can use the id. */
+	if (id)
+		rdma_destroy_id(id);
+	sock_put(&rs->sk);
+}
+
+/* Queue the teardown once; the caller's reference goes with it. */
+void rstream_conn_teardown(struct rstream_sock *rs)
+{
+	if (test_and_set_bit(RSTREAM_F_TEARDOWN, &rs->flags)) {
+		sock_put(&rs->sk);
+		return;
+	}
+	queue_work(rstream_wq, &rs->teardown_work);
+}
+
+void rstream_conn_init(struct rstream_sock *rs)
+{
+	spin_lock_init(&rs->lock);
+	mutex_init(&rs->cm_lock);
+	init_completion(&rs->reg_done);
+	init_completion(&rs->disc_done);
+	INIT_WORK(&rs->reset_work, rstream_reset_work);
+	INIT_WORK(&rs->teardown_work, rstream_teardown_work);
+	INIT_LIST_HEAD(&rs->embryos);
+	INIT_LIST_HEAD(&rs->accept_queue);
+	INIT_LIST_HEAD(&rs->accept_node);
+}
+
+/* From the socket's destructor: nothing else can reach it any more. */
+void rstream_conn_free(struct rstream_sock *rs)
+{
+	rstream_buf_free(&rs->ring);
+	rstream_buf_free(&rs->sgl);
+	rstream_buf_free(&rs->sbuf);
+	kvfree(rs->rmsg);
+	kvfree(rs->sq_slots);
+	mutex_destroy(&rs->cm_lock);
+}

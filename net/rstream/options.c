@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Socket options beyond SOL_SOCKET (which the core handles: SO_SNDBUF and
+ * SO_RCVBUF there size the rings at connect time, as in rsocket).
+ *
+ * SOL_RDMA takes rsocket's options with rsocket's rules: queue sizes and
+ * the inline threshold only before the connection exists, capped at
+ * 0xfffe.  TCP_NODELAY and TCP_MAXSEG are accepted and change nothing, as
+ * rsocket does: every send is posted at once.  Process context.
+ */
+#include <linux/in6.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
+#include <net/tcp_states.h>
+#include <linux/rstream.h>
+
+#include "rstream.h"
+
+static int rstream_set_rdma(struct rstream_sock *rs, int optname, u32 val)
+{
+	if (rs->sizes_fixed && rs->sk.sk_state != TCP_LISTEN)
+		return -EINVAL;
+	switch (optname) {
+	case RDMA_SQSIZE:
+		rs->sq_size = min_t(u32, val, RSTREAM_QP_MAX);
+		return 0;
+	case RDMA_RQSIZE:
+		rs->rq_size = min_t(u32, val, RSTREAM_QP_MAX);
+		return 0;
+	case RDMA_INLINE:
+		rs->inline_size = min_t(u32, val, RSTREAM_QP_MAX);
+		return 0;
+	case RDMA_IOMAPSIZE:
+		/* No iomap (riowrite) support: only "none" is accepted. */
+		return val ? -EINVAL : 0;
+	case RDMA_ROUTE:
+		return -EOPNOTSUPP;
+	default:
+		return -ENOPROTOOPT;
+	}
+}
+
+int rstream_setsockopt(struct socket *sock, int level, int optname,
+		       sockptr_t optval, unsigned int optlen)
+{
+	struct sock *sk = sock->sk;
+	struct rstream_sock *rs = rstream_sk(sk);
+	u32 val;
+	int err = 0;
+
+	if (level == SOL_RDMA && optname == RDMA_ROUTE)
+		return -EOPNOTSUPP;
+	if (level != SOL_RDMA && level != SOL_TCP && level != SOL_IPV6)
+		return -ENOPROTOOPT;
+	if (optlen < sizeof(val))
+		return -EINVAL;
+	if (copy_from_sockptr(&val, optval, sizeof(val)))
+		return -EFAULT;
+
+	lock_sock(sk);
+	switch (level) {
+	case SOL_RDMA:
+		err = rstream_set_rdma(rs, optname, val);
+		break;
+	case SOL_TCP:
+		if (optname == TCP_NODELAY)
+			rs->nodelay = !!val;
+		else if (optname != TCP_MAXSEG)
+			err = -ENOPROTOOPT;
+		break;
+	case SOL_IPV6:
+		if (optname != IPV6_V6ONLY)
+			err = -ENOPROTOOPT;
+		else if (rs->bound || sk->sk_state != TCP_CLOSE)
+			err = -EINVAL;	/* rdma_cm takes it before bind */
+		else
+			sk->sk_ipv6only = !!val;
+		break;
+	}
+	release_sock(sk);
+	return err;
+}
+
+int rstream_getsockopt(struct socket *sock, int level, int optname,
+		       char __user *optval, int __user *optlen)
+{
+	struct sock *sk = sock->sk;
+	struct rstream_sock *rs = rstream_sk(sk);
+	int len, val;
+
+	if (get_user(len, optlen))
+		return -EFAULT;
+	if (len < 0)
+		return -EINVAL;
+
+	lock_sock(sk);
+	switch (level) {
+	case SOL_RDMA:
+		switch (optname) {
+		case RDMA_SQSIZE:
+			val = rs->sq_size;
+			break;
+		case RDMA_RQSIZE:
+			val = rs->rq_size;
+			break;
+		case RDMA_INLINE:
+			val = rs->inline_size;
+			break;
+		case RDMA_IOMAPSIZE:
+			val = 0;
+			break;
+		case RDMA_ROUTE:
+			release_sock(sk);
+			return -EOPNOTSUPP;
+		default:
+			release_sock(sk);
+			return -ENOPROTOOPT;
+		}
+		break;
+	case SOL_TCP:
+		if (optname == TCP_NODELAY) {
+			val = rs->nodelay;
+		} else if (optname == TCP_MAXSEG) {
+			val = rs->ring_size ? rs->ring_size / 2 :
+			      READ_ONCE(sk->sk_rcvbuf) / 2;
+		} else {
+			release_sock(sk);
+			return -ENOPROTOOPT;
+		}
+		break;
+	case SOL_IPV6:
+		if (optname != IPV6_V6ONLY) {
+			release_sock(sk);
+			return -ENOPROTOOPT;
+		}
+		val = sk->sk_ipv6only;
+		break;
+	default:
+		release_sock(sk);
+		return -ENOPROTOOPT;
+	}
+	release_sock(sk);
+
+	len = min_t(unsigned int, len, sizeof(val));
+	if (put_user(len, optlen) || copy_to_user(optval, &val, len))
+		return -EFAULT;
+	return 0;
+}

@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The receiving half of the data path: receive completions (softirq)
+ * decode the peer's immediates, check them and queue data notifications;
+ * recvmsg() copies out of the ring and hands space and credits back.
+ *
+ * Receives carry no buffer (the data is already in the ring when the
+ * completion arrives) and are reposted at once, whether or not the
+ * application reads, as rsocket does.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/sched/signal.h>
+#include <linux/uio.h>
+#include <net/tcp_states.h>
+#include <rdma/ib_verbs.h>
+
+#include "rstream.h"
+
+/* Post @n empty receives.  Any context. */
+int rstream_post_recvs(struct rstream_sock *rs, unsigned int n)
+{
+	struct ib_recv_wr wr = {
+		.wr_cqe = &rs->recv_cqe,
+		.num_sge = 0,
+	};
+	int err = 0;
+
+	while (n-- && !err)
+		err = ib_post_recv(rs->qp, &wr, NULL);
+	return err;
+}
+
+/* rs->lock held: handle one immediate; *events are the waiters to wake. */
+static int rstream_rx_imm(struct rstream_sock *rs, u32 imm, __poll_t *events,
+			  const char **why)
+{
+	u32 data = rstream_imm_data(imm);
+	u32 off;
+
+	switch (rstream_imm_op(imm)) {
+	case RSTREAM_OP_DATA:
+		if (rstream_rx_data(&rs->rx, data, &off)) {
+			*why = "data message outside its grant or credits";
+			return -EPROTO;
+		}
+		rs->rmsg[rs->rmsg_tail] = data;
+		rs->rmsg_tail = (rs->rmsg_tail + 1) % rs->rmsg_size;
+		*events = EPOLLIN | EPOLLRDNORM;
+		return 0;
+	case RSTREAM_OP_SGL:
+		if (rstream_tx_credit_update(&rs->tx, data)) {
+			*why = "credit update beyond the advertised credits";
+			return -EPROTO;
+		}
+		*events = EPOLLOUT | EPOLLWRNORM;
+		return 0;
+	case RSTREAM_OP_IOMAP_SGL:
+		/* We advertise no iomap; rsocket ignores these too. */
+		return 0;
+	case RSTREAM_OP_CTRL:
+		if (data == RSTREAM_CTRL_DISCONNECT) {
+			set_bit(RSTREAM_F_DISC_RECV, &rs->flags);
+			*events = EPOLLIN | EPOLLRDNORM | EPOLLRDHUP |
+				  EPOLLHUP | EPOLLOUT;
+			return 0;
+		}
+		if (data == RSTREAM_CTRL_SHUTDOWN) {
+			set_bit(RSTREAM_F_SHUT_RECV, &rs->flags);
+			*events = EPOLLIN | EPOLLRDNORM | EPOLLRDHUP;
+			return 0;
+		}
+		return 0;	/* keepalive and unknown values: ignored */
+	default:
+		*why = "reserved opcode in an immediate";
+		return -EPROTO;
+	}
+}
+
+/* Softirq. */
+void rstream_recv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rstream_sock *rs = cq->cq_context;
+	const char *why = NULL;
+	__poll_t events = 0;
+	int err;
+
+	if (unlikely(wc->status != IB_WC_SUCCESS)) {
+		/* Flushes are normal in teardown; anything else kills it. */
+		if (wc->status != IB_WC_WR_FLUSH_ERR)
+			rstream_conn_reset(rs, ECONNRESET,
+					   ib_wc_status_msg(wc->status));
+		return;
+	}
+	if (unlikely(wc->opcode != IB_WC_RECV_RDMA_WITH_IMM ||
+		     !(wc->wc_flags & IB_WC_WITH_IMM))) {
+		rstream_conn_reset(rs, ECONNRESET,
+				   "peer sent something other than a write with immediate");
+		return;
+	}
+
+	spin_lock(&rs->lock);
+	err = rstream_rx_imm(rs, be32_to_cpu(wc->ex.imm_data), &events, &why);
+	if (!err && rstream_post_recvs(rs, 1)) {
+		err = -EIO;
+		why = "cannot repost a receive";
+	}
+	spin_unlock(&rs->lock);
+
+	if (err)
+		rstream_conn_reset(rs, ECONNRESET, why);
+	else if (events)
+		rstream_wake(&rs->sk, events);
+}
+
+/* The peer will send nothing more: EOF once the ring is empty. */
+static bool rstream_rx_eof(const struct rstream_sock *rs)
+{
+	return (rs->sk.sk_shutdown & RCV_SHUTDOWN) ||
+	       test_bit(RSTREAM_F_SHUT_RECV, &rs->flags) ||
+	       test_bit(RSTREAM_F_DISC_RECV, &rs->flags) ||
+	       test_bit(RSTREAM_F_DEAD, &rs->flags) ||
+	       rs->sk.sk_state == TCP_CLOSE;
+}
+
+/* Copy @len bytes at ring position @pos (a byte count) to @to. */
+static int rstream_ring_copy(struct rstream_sock *rs, u64 pos, size_t len,
+			     struct msghdr *msg, bool discard)
+{
+	u32 off = pos % rs->ring_size;
+	size_t first = min_t(size_t, len, rs->ring_size - off);
+
+	if (discard)
+		return 0;
+	rstream_buf_sync_for_cpu(&rs->ring, off, first);
+	if (copy_to_iter(rs->ring.vaddr + off, first, &msg->msg_iter) != first)
+		return -EFAULT;
+	if (len > first) {
+		rstream_buf_sync_for_cpu(&rs->ring, 0, len - first);
+		if (copy_to_iter(rs->ring.vaddr, len - first,
+				 &msg->msg_iter) != len - first)
+			return -EFAULT;
+	}
+	return 0;
+}
+
+/* rs->lock held: @n bytes were read; retire messages, return space. */
+static void rstream_rx_take(struct rstream_sock *rs, u32 n)
+{
+	while (n) {
+		u32 *head = &rs->rmsg[rs->rmsg_head];
+		u32 t = min(n, *head);
+
+		*head -= t;
+		n -= t;
+		rstream_rx_consume(&rs->rx, t, !*head);
+		if (!*head)
+			rs->rmsg_head = (rs->rmsg_head + 1) % rs->rmsg_size;
+	}
+}
+
+int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
+		    int flags)
+{
+	struct sock *sk = sock->sk;
+	struct rstream_sock *rs = rstream_sk(sk);
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	bool peek = flags & MSG_PEEK;
+	/* TCP's MSG_TRUNC: the bytes are consumed and thrown away. */
+	bool discard = flags & MSG_TRUNC;
+	size_t copied = 0, target;
+	long timeo;
+	int err = 0;
+
+	if (flags & (MSG_OOB | MSG_ERRQUEUE))
+		return -EOPNOTSUPP;
+
+	lock_sock(sk);
+	if (sk->sk_state == TCP_LISTEN) {
+		err = -ENOTCONN;
+		goto out;
+	}
+	timeo = sock_rcvtimeo(sk, flags & MSG_DONTWAIT);
+	target = sock_rcvlowat(sk, flags & MSG_WAITALL, len);
+
+	while (copied < len) {
+		u32 ready = rstream_rx_ready(rs);
+		u64 pos = READ_ONCE(rs->rx.consumed) + (peek ? copied : 0);
+
+		if (peek)
+			ready = ready > copied ? ready - copied : 0;
+		if (ready) {
+			size_t n = min_t(size_t, ready, len - copied);
+
+			err = rstream_ring_copy(rs, pos, n, msg, discard);
+			if (err)
+				break;
+			copied += n;
+			if (!peek) {
+				spin_lock_bh(&rs->lock);
+				rstream_rx_take(rs, n);
+				spin_unlock_bh(&rs->lock);
+				rstream_tx_updates(rs);
+			}
+			continue;
+		}
+		if (copied >= target)
+			break;
+		if (copied && (sk->sk_err || rstream_rx_eof(rs)))
+			break;
+		if (sk->sk_err) {
+			err = sock_error(sk);
+			break;
+		}
+		if (rstream_rx_eof(rs)) {
+			if (sk->sk_state == TCP_CLOSE &&
+			    !test_bit(RSTREAM_F_CONNECTED, &rs->flags))
+				err = -ENOTCONN;
+			break;
+		}
+		if (!timeo) {
+			err = -EAGAIN;
+			break;
+		}
+		if (signal_pending(current)) {
+			err = sock_intr_errno(timeo);
+			break;
+		}
+		add_wait_queue(sk_sleep(sk), &wait);
+		sk_wait_event(sk, &timeo, rstream_rx_ready(rs) >
+			      (peek ? copied : 0) || sk->sk_err ||
+			      rstream_rx_eof(rs), &wait);
+		remove_wait_queue(sk_sleep(sk), &wait);
+	}
+out:
+	release_sock(sk);
+	if (copied)
+		return discard && !peek ? copied : copied;
+	return err;
+}

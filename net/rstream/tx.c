@@ -1,0 +1,449 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The sending half of the data path: sendmsg() copies into the staging
+ * ring and posts RDMA WRITE WITH IMMEDIATE into the peer's grants; our
+ * grants and credit updates to the peer; send completions.
+ *
+ * One sender at a time (sendmsg holds the sock lock).  The shared state -
+ * send queue accounting, credits, the staging ring's tail - is under
+ * rs->lock: spin_lock_bh() in process context, spin_lock() in the
+ * completion handler, which runs in softirq (IB_POLL_SOFTIRQ).
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/sched/signal.h>
+#include <linux/uio.h>
+#include <net/tcp_states.h>
+#include <rdma/ib_verbs.h>
+
+#include "rstream.h"
+
+/* rsocket's RS_MAX_TRANSFER: one write never carries more. */
+#define RSTREAM_MAX_CHUNK	65536
+/* rsocket's RS_SNDLOWAT: do not wake a writer for less room than this. */
+#define RSTREAM_SNDLOWAT	2048
+/* Ask for a completion at least this often, so that slots come back. */
+#define RSTREAM_SIGNAL_EVERY	16
+
+void rstream_wake(struct sock *sk, __poll_t events)
+{
+	struct socket_wq *wq;
+
+	rcu_read_lock();
+	wq = rcu_dereference(sk->sk_wq);
+	if (skwq_has_sleeper(wq))
+		wake_up_interruptible_poll(&wq->wait, events);
+	rcu_read_unlock();
+	if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+		sk_wake_async(sk, SOCK_WAKE_WAITD, POLL_IN);
+	if (events & EPOLLOUT)
+		sk_wake_async(sk, SOCK_WAKE_SPACE, POLL_OUT);
+}
+
+static u32 rstream_sbuf_room(const struct rstream_sock *rs)
+{
+	return rs->sbuf_size - (u32)(rs->sbuf_head - rs->sbuf_tail);
+}
+
+u32 rstream_tx_unacked(struct rstream_sock *rs)
+{
+	u32 n;
+
+	spin_lock_bh(&rs->lock);
+	n = rs->sbuf_head - rs->sbuf_tail;
+	spin_unlock_bh(&rs->lock);
+	return n;
+}
+
+/* rs->lock held.  Data leaves RSTREAM_CTRL_SLOTS entries to control. */
+static bool rstream_sq_room(const struct rstream_sock *rs, bool ctrl)
+{
+	u32 inflight = rs->sq_posted - rs->sq_done;
+
+	if (ctrl)
+		return rs->sq_ctrl < RSTREAM_CTRL_SLOTS && inflight < rs->sq_size;
+	return inflight < rs->sq_size - RSTREAM_CTRL_SLOTS;
+}
+
+static bool rstream_can_post(const struct rstream_sock *rs)
+{
+	return test_bit(RSTREAM_F_CONNECTED, &rs->flags) &&
+	       !test_bit(RSTREAM_F_DEAD, &rs->flags);
+}
+
+/* rs->lock held: post one work request and account for its slot. */
+static int rstream_post(struct rstream_sock *rs, struct ib_rdma_wr *wr,
+			bool ctrl, bool signal)
+{
+	struct rstream_sq_slot *slot = &rs->sq_slots[rs->sq_posted % rs->sq_size];
+	int err;
+
+	slot->sbuf_end = rs->sbuf_head;
+	slot->signaled = signal;
+	slot->ctrl = ctrl;
+	wr->wr.wr_cqe = &rs->send_cqe;
+	if (signal)
+		wr->wr.send_flags |= IB_SEND_SIGNALED;
+	err = ib_post_send(rs->qp, &wr->wr, NULL);
+	if (err)
+		return err;
+	rs->sq_posted++;
+	if (ctrl)
+		rs->sq_ctrl++;
+	rs->sq_unsignaled = signal ? 0 : rs->sq_unsignaled + 1;
+	return 0;
+}
+
+/* An SGL entry as the peer reads it: in its byte order. */
+static void rstream_fill_grant(struct rstream_sock *rs,
+			       struct rstream_wire_sge *e, u64 addr, u32 key,
+			       u32 len)
+{
+	if (rs->peer.big_endian != IS_ENABLED(CONFIG_CPU_BIG_ENDIAN)) {
+		addr = swab64(addr);
+		key = swab32(key);
+		len = swab32(len);
+	}
+	e->addr = addr;
+	e->key = key;
+	e->length = len;
+}
+
+/*
+ * rs->lock held: send the grants and credit updates that are due, as far
+ * as control slots allow; a send completion calls again for the rest.
+ */
+static void rstream_tx_updates_locked(struct rstream_sock *rs)
+{
+	while (rstream_can_post(rs)) {
+		enum rstream_rx_update kind = rstream_rx_update_due(&rs->rx);
+		struct ib_rdma_wr wr = {};
+		struct ib_sge sge;
+		u32 grant_off = 0;
+		u16 seq;
+
+		if (kind == RSTREAM_RX_NONE || !rstream_sq_room(rs, true))
+			return;
+		seq = rstream_rx_update_sent(&rs->rx, kind, &grant_off);
+		wr.wr.opcode = IB_WR_RDMA_WRITE_WITH_IMM;
+		wr.wr.ex.imm_data = cpu_to_be32(rstream_imm(RSTREAM_OP_SGL, seq));
+		if (kind == RSTREAM_RX_GRANT) {
+			/* Control slots bound grants in flight to their count. */
+			u32 off = rs->sbuf_size + (rs->grant_count++ %
+				  RSTREAM_CTRL_SLOTS) * sizeof(struct rstream_wire_sge);
+
+			rstream_fill_grant(rs, rs->sbuf.vaddr + off,
+					   rstream_buf_iova(&rs->ring, grant_off),
+					   rs->ring.mr->rkey, rs->ring_size / 2);
+			rstream_buf_sync_for_device(&rs->sbuf, off, sizeof(struct rstream_wire_sge));
+			sge.addr = rstream_buf_iova(&rs->sbuf, off);
+			sge.length = sizeof(struct rstream_wire_sge);
+			sge.lkey = rs->sbuf.mr->lkey;
+			wr.wr.sg_list = &sge;
+			wr.wr.num_sge = 1;
+			wr.remote_addr = rs->peer.sgl_addr + rs->remote_sge *
+					 sizeof(struct rstream_wire_sge);
+			wr.rkey = rs->peer.sgl_key;
+			rs->remote_sge = rstream_next_remote_sge(rs->remote_sge);
+		}
+		if (rstream_post(rs, &wr, true, true)) {
+			rstream_conn_reset(rs, ECONNRESET, "cannot post a credit update");
+			return;
+		}
+	}
+}
+
+void rstream_tx_updates(struct rstream_sock *rs)
+{
+	spin_lock_bh(&rs->lock);
+	rstream_tx_updates_locked(rs);
+	spin_unlock_bh(&rs->lock);
+}
+
+/*
+ * Post a control message (DISCONNECT or SHUTDOWN): a 0-byte write with
+ * immediate.  Process context; waits a little for a control slot.
+ */
+int rstream_send_ctrl(struct rstream_sock *rs, enum rstream_ctrl ctrl)
+{
+	unsigned long deadline = jiffies + HZ;
+	int err;
+
+	for (;;) {
+		struct ib_rdma_wr wr = {};
+
+		spin_lock_bh(&rs->lock);
+		if (!rstream_can_post(rs)) {
+			spin_unlock_bh(&rs->lock);
+			return -ENOTCONN;
+		}
+		if (rstream_sq_room(rs, true)) {
+			wr.wr.opcode = IB_WR_RDMA_WRITE_WITH_IMM;
+			wr.wr.ex.imm_data =
+				cpu_to_be32(rstream_imm(RSTREAM_OP_CTRL, ctrl));
+			if (ctrl == RSTREAM_CTRL_DISCONNECT) {
+				rs->disc_seq = rs->sq_posted;
+				set_bit(RSTREAM_F_DISC_SENT, &rs->flags);
+			} else {
+				set_bit(RSTREAM_F_SHUT_SENT, &rs->flags);
+			}
+			err = rstream_post(rs, &wr, true, true);
+			spin_unlock_bh(&rs->lock);
+			return err;
+		}
+		spin_unlock_bh(&rs->lock);
+		if (time_after(jiffies, deadline))
+			return -ETIMEDOUT;
+		msleep(1);
+	}
+}
+
+/* Softirq: a signaled send finished, and with it every one before it. */
+void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rstream_sock *rs = cq->cq_context;
+
+	if (unlikely(wc->status != IB_WC_SUCCESS)) {
+		if (wc->status != IB_WC_WR_FLUSH_ERR)
+			rstream_conn_reset(rs, wc->status == IB_WC_RETRY_EXC_ERR ||
+					   wc->status == IB_WC_RNR_RETRY_EXC_ERR ?
+					   ETIMEDOUT : ECONNRESET,
+					   ib_wc_status_msg(wc->status));
+		complete_all(&rs->disc_done);
+		return;
+	}
+
+	spin_lock(&rs->lock);
+	while (rs->sq_done != rs->sq_posted) {
+		struct rstream_sq_slot *slot =
+			&rs->sq_slots[rs->sq_done % rs->sq_size];
+
+		rs->sq_done++;
+		if (slot->ctrl)
+			rs->sq_ctrl--;
+		rs->sbuf_tail = slot->sbuf_end;
+		if (slot->signaled)
+			break;
+	}
+	if (test_bit(RSTREAM_F_DISC_SENT, &rs->flags) &&
+	    (s32)(rs->sq_done - rs->disc_seq) > 0)
+		complete_all(&rs->disc_done);
+	rstream_tx_updates_locked(rs);
+	spin_unlock(&rs->lock);
+	rstream_wake(&rs->sk, EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
+}
+
+/* rs->lock held: make the next grant current if the peer has written it. */
+static void rstream_tx_load_sge(struct rstream_sock *rs)
+{
+	struct rstream_wire_sge *shared, entry;
+	size_t off;
+
+	if (rs->tx.sge_left)
+		return;
+	off = rs->tx.sge_index * sizeof(*shared);
+	shared = rs->sgl.vaddr + off;
+	rstream_buf_sync_for_cpu(&rs->sgl, off, sizeof(*shared));
+	entry.addr = READ_ONCE(shared->addr);
+	entry.key = READ_ONCE(shared->key);
+	entry.length = READ_ONCE(shared->length);
+	if (rstream_tx_take_sge(&rs->tx, &entry)) {
+		/* A length that turns non-zero again is the next grant. */
+		WRITE_ONCE(shared->length, 0);
+		rstream_buf_sync_for_device(&rs->sgl, off, sizeof(*shared));
+	}
+}
+
+/* rs->lock held: how many bytes the next data message may carry now. */
+static u32 rstream_tx_room(struct rstream_sock *rs, u32 want)
+{
+	u32 room = rstream_sbuf_room(rs);
+
+	if (!rstream_can_post(rs) || !rstream_sq_room(rs, false))
+		return 0;
+	rstream_tx_load_sge(rs);
+	want = min3(want, room, (u32)RSTREAM_MAX_CHUNK);
+	return rstream_tx_chunk(&rs->tx, want);
+}
+
+bool rstream_tx_writable(struct rstream_sock *rs)
+{
+	bool ok;
+
+	spin_lock_bh(&rs->lock);
+	ok = rstream_tx_room(rs, RSTREAM_SNDLOWAT) &&
+	     rstream_sbuf_room(rs) >= min_t(u32, RSTREAM_SNDLOWAT,
+					    rs->sbuf_size / 2);
+	spin_unlock_bh(&rs->lock);
+	return ok;
+}
+
+/* Copy @len bytes of @from into the staging ring at byte position @pos. */
+static size_t rstream_sbuf_fill(struct rstream_sock *rs, u64 pos, size_t len,
+				struct iov_iter *from)
+{
+	u32 off = pos % rs->sbuf_size;
+	size_t first = min_t(size_t, len, rs->sbuf_size - off);
+	size_t n;
+
+	n = copy_from_iter(rs->sbuf.vaddr + off, first, from);
+	if (n == first && len > first)
+		n += copy_from_iter(rs->sbuf.vaddr, len - first, from);
+	return n;
+}
+
+/* rs->lock held: post @len bytes just copied at sbuf_head. */
+static int rstream_post_data(struct rstream_sock *rs, u32 len, bool last)
+{
+	struct ib_rdma_wr wr = {};
+	struct ib_sge sge[2];
+	u32 off = rs->sbuf_head % rs->sbuf_size;
+	u32 first = min(len, rs->sbuf_size - off);
+	bool inline_data = len <= rs->inline_size;
+	bool signal;
+	int i, n = len > first ? 2 : 1;
+
+	sge[0].length = first;
+	sge[1].length = len - first;
+	for (i = 0; i < n; i++) {
+		u32 o = i ? 0 : off;
+
+		if (inline_data) {
+			/* The provider copies from the CPU address now. */
+			sge[i].addr = (uintptr_t)(rs->sbuf.vaddr + o);
+		} else {
+			sge[i].addr = rstream_buf_iova(&rs->sbuf, o);
+			rstream_buf_sync_for_device(&rs->sbuf, o, sge[i].length);
+		}
+		sge[i].lkey = rs->sbuf.mr->lkey;
+	}
+	wr.wr.opcode = IB_WR_RDMA_WRITE_WITH_IMM;
+	wr.wr.ex.imm_data = cpu_to_be32(rstream_imm(RSTREAM_OP_DATA, len));
+	wr.wr.sg_list = sge;
+	wr.wr.num_sge = n;
+	if (inline_data)
+		wr.wr.send_flags = IB_SEND_INLINE;
+	wr.remote_addr = rs->tx.sge_addr;
+	wr.rkey = rs->tx.sge_key;
+
+	rs->sbuf_head += len;
+	/*
+	 * Selective signalling: a completion is needed whenever a writer
+	 * might wait for room, and now and then to return slots.
+	 */
+	signal = last || rs->sq_unsignaled + 1 >= RSTREAM_SIGNAL_EVERY ||
+		 rstream_sbuf_room(rs) < rs->sbuf_size / 2 ||
+		 rs->sq_posted + 1 - rs->sq_done >=
+		 (rs->sq_size - RSTREAM_CTRL_SLOTS) / 2;
+	rstream_tx_consume(&rs->tx, len);
+	return rstream_post(rs, &wr, false, signal);
+}
+
+static int rstream_tx_error(struct rstream_sock *rs)
+{
+	struct sock *sk = &rs->sk;
+	int err = sock_error(sk);
+
+	if (err)
+		return err;
+	if ((sk->sk_shutdown & SEND_SHUTDOWN) ||
+	    test_bit(RSTREAM_F_DISC_RECV, &rs->flags) ||
+	    test_bit(RSTREAM_F_DEAD, &rs->flags))
+		return -EPIPE;
+	if (sk->sk_state != TCP_ESTABLISHED)
+		return sk->sk_state == TCP_SYN_SENT ||
+		       sk->sk_state == TCP_SYN_RECV ? -EAGAIN : -ENOTCONN;
+	return 0;
+}
+
+int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
+{
+	struct sock *sk = sock->sk;
+	struct rstream_sock *rs = rstream_sk(sk);
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	int flags = msg->msg_flags;
+	size_t copied = 0;
+	long timeo;
+	int err = 0;
+
+	if (flags & MSG_OOB)
+		return -EOPNOTSUPP;
+
+	lock_sock(sk);
+	timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
+	/* A blocking send on a connection still being set up waits for it. */
+	while (sk->sk_state == TCP_SYN_SENT || sk->sk_state == TCP_SYN_RECV) {
+		if (!timeo) {
+			err = -EAGAIN;
+			goto out;
+		}
+		if (signal_pending(current)) {
+			err = sock_intr_errno(timeo);
+			goto out;
+		}
+		add_wait_queue(sk_sleep(sk), &wait);
+		sk_wait_event(sk, &timeo, sk->sk_state != TCP_SYN_SENT &&
+			      sk->sk_state != TCP_SYN_RECV, &wait);
+		remove_wait_queue(sk_sleep(sk), &wait);
+	}
+
+	while (msg_data_left(msg)) {
+		size_t want = msg_data_left(msg);
+		u32 len;
+
+		err = rstream_tx_error(rs);
+		if (err)
+			break;
+		spin_lock_bh(&rs->lock);
+		len = rstream_tx_room(rs, min_t(size_t, want, U32_MAX));
+		/* Not worth a message: wait for room, as rsocket does. */
+		if (len < want && len < RSTREAM_SNDLOWAT &&
+		    rstream_sbuf_room(rs) < min_t(u32, RSTREAM_SNDLOWAT,
+						  rs->sbuf_size / 2))
+			len = 0;
+		spin_unlock_bh(&rs->lock);
+
+		if (!len) {
+			if (!timeo) {
+				err = -EAGAIN;
+				break;
+			}
+			if (signal_pending(current)) {
+				err = sock_intr_errno(timeo);
+				break;
+			}
+			add_wait_queue(sk_sleep(sk), &wait);
+			sk_wait_event(sk, &timeo, rstream_tx_error(rs) ||
+				      rstream_tx_writable(rs), &wait);
+			remove_wait_queue(sk_sleep(sk), &wait);
+			continue;
+		}
+
+		if (rstream_sbuf_fill(rs, rs->sbuf_head, len,
+				      &msg->msg_iter) != len) {
+			err = -EFAULT;
+			break;
+		}
+		spin_lock_bh(&rs->lock);
+		if (rstream_can_post(rs))
+			err = rstream_post_data(rs, len, !msg_data_left(msg));
+		else
+			err = -EPIPE;
+		spin_unlock_bh(&rs->lock);
+		if (err) {
+			if (err != -EPIPE)
+				rstream_conn_reset(rs, ECONNRESET,
+						   "cannot post a write");
+			err = -EPIPE;
+			break;
+		}
+		copied += len;
+	}
+out:
+	release_sock(sk);
+	if (copied)
+		return copied;
+	if (err == -EPIPE && !(flags & MSG_NOSIGNAL))
+		send_sig(SIGPIPE, current, 0);
+	return err;
+}
