@@ -18,3 +18,16 @@ printf 'socket(%s, SOCK_STREAM, 0): ' "$family"
 /usr/lib/rstream/selftests/rstream_sock "$family"
 echo "a verified stream both ways over rxe0 (AF_RSTREAM client and server):"
 /usr/lib/rstream/selftests/rstream_smoke 192.0.2.1 7471 65536 64 2>&1 | sed 's/^/  /'
+S=/usr/lib/rstream/selftests/rstream_smoke
+PRE=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so
+echo "the same with a userspace rsocket (librspreload.so) at one end:"
+$S server 192.0.2.1 7472 65536 64 2>&1 | sed 's/^/  kernel server: /' &
+sleep 1
+RSTREAM_SMOKE_INET=1 LD_PRELOAD=$PRE timeout 60 $S client 192.0.2.1 7472 65536 64 ||
+	echo "  userspace client failed"
+wait
+RSTREAM_SMOKE_INET=1 LD_PRELOAD=$PRE timeout 60 \
+	$S server 192.0.2.1 7473 65536 64 2>&1 | sed 's/^/  userspace server: /' &
+sleep 2
+timeout 60 $S client 192.0.2.1 7473 65536 64 || echo "  kernel client failed"
+wait

@@ -2,7 +2,10 @@
 /*
  * A quick end-to-end check for make run: a server and a client in one
  * guest move a verified byte pattern both ways over AF_RSTREAM.
- *   rstream_smoke ADDR PORT SIZE COUNT
+ *   rstream_smoke ADDR PORT SIZE COUNT           both ends, forked
+ *   rstream_smoke server|client ADDR PORT SIZE COUNT   one end
+ * With RSTREAM_SMOKE_INET set, the sockets are AF_INET ones, for running
+ * one end as a userspace rsocket under librspreload.so.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -18,9 +21,12 @@
 
 static int family(void)
 {
-	FILE *f = fopen(RSTREAM_FAMILY_SYSFS, "r");
+	FILE *f;
 	int v = AF_RSTREAM;
 
+	if (getenv("RSTREAM_SMOKE_INET"))
+		return AF_INET;
+	f = fopen(RSTREAM_FAMILY_SYSFS, "r");
 	if (f) {
 		if (fscanf(f, "%d", &v) != 1)
 			v = AF_RSTREAM;
@@ -118,10 +124,17 @@ int main(int argc, char **argv)
 	unsigned long count;
 	size_t size;
 	double secs;
-	pid_t pid;
+	pid_t pid = -1;
+	int role = 0;	/* 0 both, 1 server, 2 client */
 
+	if (argc == 6) {
+		role = !strcmp(argv[1], "server") ? 1 : 2;
+		argv++;
+		argc--;
+	}
 	if (argc != 5) {
-		fprintf(stderr, "usage: %s ADDR PORT SIZE COUNT\n", argv[0]);
+		fprintf(stderr, "usage: %s [server|client] ADDR PORT SIZE COUNT\n",
+			argv[0]);
 		return 2;
 	}
 	size = strtoul(argv[3], NULL, 0);
@@ -130,6 +143,8 @@ int main(int argc, char **argv)
 	len = addr_of(argv[1], atoi(argv[2]), &ss);
 	alarm(600);
 
+	if (role == 2)
+		goto client;
 	lfd = socket(family(), SOCK_STREAM, 0);
 	if (lfd < 0)
 		die("socket");
@@ -138,8 +153,10 @@ int main(int argc, char **argv)
 	if (listen(lfd, 4))
 		die("listen");
 
-	pid = fork();
+	if (!role)
+		pid = fork();
 	if (!pid) {
+client:
 		fd = socket(family(), SOCK_STREAM, 0);
 		if (fd < 0)
 			die("socket");
@@ -166,9 +183,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	blast(fd, size, count);
-	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
-	    WEXITSTATUS(status))
+	if (pid > 0 && (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
+			WEXITSTATUS(status)))
 		return 1;
+	if (role == 1) {
+		/* The client closes after reading all: wait for its EOF. */
+		char c;
+
+		if (recv(fd, &c, 1, 0) != 0)
+			return 1;
+	}
 	gettimeofday(&t1, NULL);
 	secs = t1.tv_sec - t0.tv_sec + (t1.tv_usec - t0.tv_usec) / 1e6;
 	printf("ok: %llu bytes each way, verified, in %.2f s (%.1f MB/s)\n",
