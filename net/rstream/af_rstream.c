@@ -58,7 +58,7 @@ static void rstream_destruct(struct sock *sk)
  * do.  Process context.
  */
 struct rstream_sock *rstream_sock_alloc(struct net *net, struct sock *parent,
-				       int kern)
+					int kern)
 {
 	struct rstream_sock *rs;
 	struct sock *sk;
@@ -205,14 +205,14 @@ static int rstream_wait_connect(struct sock *sk, long *timeo)
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
 
 	add_wait_queue(sk_sleep(sk), &wait);
-	while (smp_load_acquire(&sk->sk_state) == TCP_SYN_SENT) {
+	while (rstream_state(sk) == TCP_SYN_SENT) {
 		if (!*timeo || signal_pending(current))
 			break;
-		sk_wait_event(sk, timeo, smp_load_acquire(&sk->sk_state) !=
-			      TCP_SYN_SENT, &wait);
+		sk_wait_event(sk, timeo, rstream_state(sk) != TCP_SYN_SENT,
+			      &wait);
 	}
 	remove_wait_queue(sk_sleep(sk), &wait);
-	if (smp_load_acquire(&sk->sk_state) != TCP_SYN_SENT)
+	if (rstream_state(sk) != TCP_SYN_SENT)
 		return 0;
 	return signal_pending(current) ? sock_intr_errno(*timeo) : -EINPROGRESS;
 }
@@ -417,7 +417,7 @@ static __poll_t rstream_poll(struct file *file, struct socket *sock,
 {
 	struct sock *sk = sock->sk;
 	struct rstream_sock *rs = rstream_sk(sk);
-	int state = smp_load_acquire(&sk->sk_state);
+	int state = rstream_state(sk);
 	u8 shutdown = READ_ONCE(sk->sk_shutdown);
 	bool rcv_shut, snd_shut;
 	__poll_t mask = 0;

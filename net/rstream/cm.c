@@ -24,11 +24,6 @@
 /* Protects every listener's embryos and accept_queue and child->listener. */
 static DEFINE_SPINLOCK(rstream_accept_lock);
 
-static void rstream_set_state(struct sock *sk, int state)
-{
-	smp_store_release(&sk->sk_state, state);
-}
-
 static int rstream_cm_handler(struct rdma_cm_id *id,
 			      struct rdma_cm_event *ev);
 
@@ -48,27 +43,30 @@ int rstream_cm_ensure_id(struct rstream_sock *rs)
 	return 0;
 }
 
-/* The errno a TCP user expects for a connection attempt that failed. */
+/*
+ * The errno (negative) a TCP user expects for a connection attempt that
+ * failed with rdma_cm @event and @status.
+ */
 static int rstream_cm_errno(enum rdma_cm_event_type event, int status)
 {
 	switch (event) {
 	case RDMA_CM_EVENT_REJECTED:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
-		return ECONNREFUSED;
+		return -ECONNREFUSED;
 	default:
 		break;
 	}
-	switch (-status) {
-	case ETIMEDOUT:
-	case ENETUNREACH:
-	case EHOSTUNREACH:
-	case EADDRNOTAVAIL:
-	case ECONNREFUSED:
-		return -status;
-	case ENODEV:		/* no RDMA device reaches the address */
-		return ENETUNREACH;
+	switch (status) {
+	case -ETIMEDOUT:
+	case -ENETUNREACH:
+	case -EHOSTUNREACH:
+	case -EADDRNOTAVAIL:
+	case -ECONNREFUSED:
+		return status;
+	case -ENODEV:		/* no RDMA device reaches the address */
+		return -ENETUNREACH;
 	default:
-		return EHOSTUNREACH;
+		return -EHOSTUNREACH;
 	}
 }
 
@@ -104,6 +102,19 @@ static void rstream_cm_params(struct rstream_sock *rs,
 	param->srq = 0;
 }
 
+/*
+ * rsockets on iWARP replaces each immediate with a 4-byte SEND, and the
+ * iWARP CM drives the QP differently: not implemented, so say so.
+ */
+static bool rstream_cm_transport_ok(struct rdma_cm_id *id)
+{
+	if (rdma_cap_ib_cm(id->device, id->port_num))
+		return true;
+	net_warn_ratelimited("%s: %s: iWARP connections are not supported\n",
+			     KBUILD_MODNAME, dev_name(&id->device->dev));
+	return false;
+}
+
 static void rstream_cm_route_resolved(struct rstream_sock *rs,
 				      struct rdma_cm_id *id)
 {
@@ -111,6 +122,10 @@ static void rstream_cm_route_resolved(struct rstream_sock *rs,
 	struct rstream_conn_data cd;
 	int err;
 
+	if (!rstream_cm_transport_ok(id)) {
+		rstream_cm_connect_failed(rs, EOPNOTSUPP);
+		return;
+	}
 	mutex_lock(&rs->cm_lock);
 	err = rstream_conn_create(rs, id);
 	mutex_unlock(&rs->cm_lock);
@@ -119,7 +134,7 @@ static void rstream_cm_route_resolved(struct rstream_sock *rs,
 		err = rdma_connect_locked(id, &param);
 	}
 	if (err)
-		rstream_cm_connect_failed(rs, rstream_cm_errno(0, err));
+		rstream_cm_connect_failed(rs, -rstream_cm_errno(0, err));
 }
 
 static void rstream_cm_connect_response(struct rstream_sock *rs,
@@ -175,6 +190,10 @@ static int rstream_cm_request(struct rstream_sock *lrs, struct rdma_cm_id *id,
 	const char *why = NULL;
 	int err;
 
+	if (!rstream_cm_transport_ok(id)) {
+		rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
+		return 1;
+	}
 	err = rstream_conn_data_parse(ev->param.conn.private_data,
 				      ev->param.conn.private_data_len,
 				      &peer, &why);
@@ -309,7 +328,7 @@ static int rstream_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
 		err = rdma_resolve_route(id, RSTREAM_RESOLVE_TIMEOUT_MS);
 		if (err)
-			rstream_cm_connect_failed(rs, rstream_cm_errno(0, err));
+			rstream_cm_connect_failed(rs, -rstream_cm_errno(0, err));
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
 		rstream_cm_route_resolved(rs, id);
@@ -326,8 +345,8 @@ static int rstream_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_REJECTED:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 		if (rs->sk.sk_state == TCP_SYN_SENT)
-			rstream_cm_connect_failed(rs, rstream_cm_errno(ev->event,
-								       ev->status));
+			rstream_cm_connect_failed(rs, -rstream_cm_errno(ev->event,
+									ev->status));
 		else
 			rstream_conn_reset(rs, ECONNRESET,
 					   rdma_event_msg(ev->event));
@@ -344,11 +363,6 @@ static int rstream_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		break;
 	}
 	return 0;
-}
-
-static int rstream_cm_resolve_errno(int err)
-{
-	return -rstream_cm_errno(0, err);
 }
 
 /* Sock lock held.  @addr is checked by the caller. */
@@ -391,7 +405,7 @@ int rstream_cm_connect(struct rstream_sock *rs, struct sockaddr *addr,
 				RSTREAM_RESOLVE_TIMEOUT_MS);
 	if (err) {
 		rstream_set_state(&rs->sk, TCP_CLOSE);
-		return rstream_cm_resolve_errno(err);
+		return rstream_cm_errno(0, err);
 	}
 	return 0;
 }

@@ -158,6 +158,22 @@ static inline struct rstream_sock *rstream_sk(const struct sock *sk)
 	return container_of(sk, struct rstream_sock, sk);
 }
 
+/*
+ * The CM handler sets sk_state without the sock lock (see cm.c); readers
+ * pair with it so that what the handler set up before is visible too.
+ */
+static inline int rstream_state(const struct sock *sk)
+{
+	/* Pairs with rstream_set_state(). */
+	return smp_load_acquire(&sk->sk_state);
+}
+
+static inline void rstream_set_state(struct sock *sk, int state)
+{
+	/* Pairs with rstream_state(). */
+	smp_store_release(&sk->sk_state, state);
+}
+
 static inline u32 rstream_rx_ready(const struct rstream_sock *rs)
 {
 	return READ_ONCE(rs->rx.written) - READ_ONCE(rs->rx.consumed);
@@ -262,7 +278,7 @@ void rstream_wake(struct sock *sk, __poll_t events);
 /* af_rstream.c */
 
 struct rstream_sock *rstream_sock_alloc(struct net *net, struct sock *parent,
-				       int kern);
+					int kern);
 
 /* options.c */
 

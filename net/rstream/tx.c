@@ -135,7 +135,8 @@ static void rstream_tx_updates_locked(struct rstream_sock *rs)
 			rstream_fill_grant(rs, rs->sbuf.vaddr + off,
 					   rstream_buf_iova(&rs->ring, grant_off),
 					   rs->ring.mr->rkey, rs->ring_size / 2);
-			rstream_buf_sync_for_device(&rs->sbuf, off, sizeof(struct rstream_wire_sge));
+			rstream_buf_sync_for_device(&rs->sbuf, off,
+						    sizeof(struct rstream_wire_sge));
 			sge.addr = rstream_buf_iova(&rs->sbuf, off);
 			sge.length = sizeof(struct rstream_wire_sge);
 			sge.lkey = rs->sbuf.mr->lkey;
@@ -194,7 +195,7 @@ int rstream_send_ctrl(struct rstream_sock *rs, enum rstream_ctrl ctrl)
 		spin_unlock_bh(&rs->lock);
 		if (time_after(jiffies, deadline))
 			return -ETIMEDOUT;
-		msleep(1);
+		usleep_range(1000, 2000);
 	}
 }
 
@@ -350,9 +351,9 @@ static int rstream_tx_error(struct rstream_sock *rs)
 	    test_bit(RSTREAM_F_DISC_RECV, &rs->flags) ||
 	    test_bit(RSTREAM_F_DEAD, &rs->flags))
 		return -EPIPE;
+	/* As TCP's sk_stream_wait_connect(): EPIPE when not connected. */
 	if (sk->sk_state != TCP_ESTABLISHED)
-		return sk->sk_state == TCP_SYN_SENT ||
-		       sk->sk_state == TCP_SYN_RECV ? -EAGAIN : -ENOTCONN;
+		return -EPIPE;
 	return 0;
 }
 
