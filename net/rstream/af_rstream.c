@@ -530,7 +530,11 @@ static int rstream_release(struct socket *sock)
 
 	if (listener) {
 		rstream_cm_close_listener(rs);
-	} else if (rs->cm_id || test_bit(RSTREAM_F_VERBS, &rs->flags)) {
+	} else if (!test_bit(RSTREAM_F_VERBS, &rs->flags) &&
+		   rstream_state(sk) != TCP_SYN_SENT) {
+		/* Bound only, or a failed connect: free the port at once. */
+		rstream_cm_drop_id(rs);
+	} else {
 		/* Disconnecting may wait on the peer: not in close(). */
 		sock_hold(sk);
 		rstream_conn_teardown(rs);

@@ -20,6 +20,11 @@
 #include "rstream.h"
 
 #define RSTREAM_RESOLVE_TIMEOUT_MS	5000
+/*
+ * rdma_cm retries an unanswered REQ for about a minute; a connect() to a
+ * host that is not there gives up sooner, with ETIMEDOUT.
+ */
+#define RSTREAM_CONNECT_TIMEOUT		(20 * HZ)
 
 /* Protects every listener's embryos and accept_queue and child->listener. */
 static DEFINE_SPINLOCK(rstream_accept_lock);
@@ -70,11 +75,19 @@ static int rstream_cm_errno(enum rdma_cm_event_type event, int status)
 	}
 }
 
+/* connect() has its answer: the deadline's reference goes. */
+static void rstream_cm_connect_done(struct rstream_sock *rs)
+{
+	if (cancel_delayed_work(&rs->connect_work))
+		sock_put(&rs->sk);
+}
+
 /* Active side set-up failed with @err: free what exists, wake connect(). */
 static void rstream_cm_connect_failed(struct rstream_sock *rs, int err)
 {
 	struct sock *sk = &rs->sk;
 
+	rstream_cm_connect_done(rs);
 	mutex_lock(&rs->cm_lock);
 	rstream_conn_destroy(rs);
 	mutex_unlock(&rs->cm_lock);
@@ -162,16 +175,46 @@ static void rstream_cm_connect_response(struct rstream_sock *rs,
 					  ECONNREFUSED);
 		return;
 	}
+	/* Past connect()'s deadline: the id is being destroyed. */
+	mutex_lock(&rs->cm_lock);
+	err = rs->cm_id == id ? 0 : -ETIMEDOUT;
+	mutex_unlock(&rs->cm_lock);
 	/* The RTU: only now may the peer write into our regions. */
-	err = rdma_accept(id, NULL);
+	if (!err)
+		err = rdma_accept(id, NULL);
 	if (err) {
 		rstream_cm_connect_failed(rs, ECONNREFUSED);
 		return;
 	}
 	memcpy(&rs->local_addr, &id->route.addr.src_addr,
 	       sizeof(rs->local_addr));
+	rstream_cm_connect_done(rs);
 	rstream_set_state(sk, TCP_ESTABLISHED);
 	rstream_conn_established(rs);
+}
+
+/*
+ * Workqueue: connect() has waited long enough.  Destroying the id stops
+ * rdma_cm's retries and waits for a handler that may be running.
+ */
+void rstream_cm_connect_timeout(struct work_struct *work)
+{
+	struct rstream_sock *rs = container_of(to_delayed_work(work),
+					       struct rstream_sock,
+					       connect_work);
+	struct rdma_cm_id *id = NULL;
+
+	mutex_lock(&rs->cm_lock);
+	if (rstream_state(&rs->sk) == TCP_SYN_SENT) {
+		id = rs->cm_id;
+		rs->cm_id = NULL;
+	}
+	mutex_unlock(&rs->cm_lock);
+	if (id) {
+		rdma_destroy_id(id);
+		rstream_cm_connect_failed(rs, ETIMEDOUT);
+	}
+	sock_put(&rs->sk);
 }
 
 /*
@@ -365,6 +408,38 @@ static int rstream_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	return 0;
 }
 
+/*
+ * rdma_cm says EADDRNOTAVAIL both for an address that is not ours and for
+ * a port taken by a wildcard bind on the same port, where TCP says
+ * EADDRINUSE; and ENODEV for an address no RDMA device has.  A scratch id
+ * bound to the same address on any port tells the cases apart.
+ */
+static int rstream_cm_bind_errno(struct rstream_sock *rs,
+				 struct sockaddr *addr, int err)
+{
+	struct sockaddr_storage any;
+	struct rdma_cm_id *id;
+
+	if (err == -ENODEV)
+		return -EADDRNOTAVAIL;
+	if (err != -EADDRNOTAVAIL)
+		return err;
+	id = rdma_create_id(sock_net(&rs->sk), rstream_cm_handler, NULL,
+			    RDMA_PS_TCP, IB_QPT_RC);
+	if (IS_ERR(id))
+		return err;
+	memcpy(&any, addr, addr->sa_family == AF_INET6 ?
+	       sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+	if (any.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&any)->sin6_port = 0;
+	else
+		((struct sockaddr_in *)&any)->sin_port = 0;
+	if (!rdma_bind_addr(id, (struct sockaddr *)&any))
+		err = -EADDRINUSE;
+	rdma_destroy_id(id);
+	return err;
+}
+
 /* Sock lock held.  @addr is checked by the caller. */
 int rstream_cm_bind(struct rstream_sock *rs, struct sockaddr *addr)
 {
@@ -379,7 +454,7 @@ int rstream_cm_bind(struct rstream_sock *rs, struct sockaddr *addr)
 		rdma_set_afonly(rs->cm_id, 1);
 	err = rdma_bind_addr(rs->cm_id, addr);
 	if (err)
-		return err == -ENODEV ? -EADDRNOTAVAIL : err;
+		return rstream_cm_bind_errno(rs, addr, err);
 	memcpy(&rs->local_addr, &rs->cm_id->route.addr.src_addr,
 	       sizeof(rs->local_addr));
 	rs->bound = true;
@@ -401,9 +476,13 @@ int rstream_cm_connect(struct rstream_sock *rs, struct sockaddr *addr,
 	memset(&rs->peer_addr, 0, sizeof(rs->peer_addr));
 	memcpy(&rs->peer_addr, addr, addrlen);
 	rstream_set_state(&rs->sk, TCP_SYN_SENT);
+	sock_hold(&rs->sk);
+	queue_delayed_work(rstream_wq, &rs->connect_work,
+			   RSTREAM_CONNECT_TIMEOUT);
 	err = rdma_resolve_addr(rs->cm_id, src, addr,
 				RSTREAM_RESOLVE_TIMEOUT_MS);
 	if (err) {
+		rstream_cm_connect_done(rs);
 		rstream_set_state(&rs->sk, TCP_CLOSE);
 		return rstream_cm_errno(0, err);
 	}
@@ -421,6 +500,19 @@ int rstream_cm_listen(struct rstream_sock *rs, int backlog)
 	WRITE_ONCE(rs->sk.sk_max_ack_backlog, backlog);
 	rstream_set_state(&rs->sk, TCP_LISTEN);
 	return 0;
+}
+
+/* Destroy the id, if any.  Process context, no lock held. */
+void rstream_cm_drop_id(struct rstream_sock *rs)
+{
+	struct rdma_cm_id *id;
+
+	mutex_lock(&rs->cm_lock);
+	id = rs->cm_id;
+	rs->cm_id = NULL;
+	mutex_unlock(&rs->cm_lock);
+	if (id)
+		rdma_destroy_id(id);
 }
 
 /* Take the first established child off @lrs's queue, or NULL. */

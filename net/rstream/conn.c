@@ -340,8 +340,10 @@ static void rstream_teardown_work(struct work_struct *work)
 			wait_for_completion_timeout(&rs->disc_done,
 						    RSTREAM_DISC_TIMEOUT);
 	}
-	/* A queued reset held a reference of its own. */
+	/* A queued reset and a connect deadline hold references of their own. */
 	if (cancel_work_sync(&rs->reset_work))
+		sock_put(&rs->sk);
+	if (cancel_delayed_work_sync(&rs->connect_work))
 		sock_put(&rs->sk);
 
 	mutex_lock(&rs->cm_lock);
@@ -381,6 +383,7 @@ void rstream_conn_init(struct rstream_sock *rs)
 	init_completion(&rs->disc_done);
 	INIT_WORK(&rs->reset_work, rstream_reset_work);
 	INIT_WORK(&rs->teardown_work, rstream_teardown_work);
+	INIT_DELAYED_WORK(&rs->connect_work, rstream_cm_connect_timeout);
 	INIT_LIST_HEAD(&rs->embryos);
 	INIT_LIST_HEAD(&rs->accept_queue);
 	INIT_LIST_HEAD(&rs->accept_node);

@@ -151,6 +151,7 @@ struct rstream_sock {
 	struct completion disc_done;	/* our DISCONNECT has completed */
 	struct work_struct reset_work;
 	struct work_struct teardown_work;
+	struct delayed_work connect_work;	/* connect()'s deadline */
 };
 
 static inline struct rstream_sock *rstream_sk(const struct sock *sk)
@@ -258,6 +259,8 @@ int rstream_cm_bind(struct rstream_sock *rs, struct sockaddr *addr);
 int rstream_cm_listen(struct rstream_sock *rs, int backlog);
 void rstream_cm_close_listener(struct rstream_sock *rs);
 int rstream_cm_ensure_id(struct rstream_sock *rs);
+void rstream_cm_drop_id(struct rstream_sock *rs);
+void rstream_cm_connect_timeout(struct work_struct *work);
 struct rstream_sock *rstream_cm_dequeue(struct rstream_sock *lrs);
 bool rstream_cm_accept_ready(struct rstream_sock *lrs);
 
