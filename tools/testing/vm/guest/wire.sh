@@ -1,10 +1,11 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 #
-# The two-host rig checks itself: both guests' rstream sees rxe0, and
-# rdma-core's rsockets move verified data across the wire between the two
-# soft-RoCE devices, over IPv4 and IPv6.  Runs on both guests at once:
-# RSTREAM_ROLE a serves, b connects.
+# Two hosts: both guests' rstream sees rxe0; rdma-core's rsockets move
+# verified data across the wire between the two soft-RoCE devices (the rig
+# checking itself); AF_RSTREAM moves verified data between the two kernels
+# over IPv4 and IPv6; and a userspace rsocket talks to AF_RSTREAM each way.
+# Runs on both guests at once: RSTREAM_ROLE a serves, b connects.
 
 . /usr/lib/rstream/selftests/ktap_helpers.sh
 
@@ -71,10 +72,79 @@ rsockets_ipv6() {
 	fi
 }
 
+ST=/usr/lib/rstream/selftests
+SCALE=${RSTREAM_TIME_SCALE:-1}
+
+# xfer <port> <v4|v6> <server options> -- <client options>: AF_RSTREAM
+# between the two kernels, every byte checked; a serves, b connects.
+xfer() {
+	port=$1
+	if [ "$2" = v6 ]; then
+		server=$RSTREAM_ADDR6 peer=$RSTREAM_PEER6
+	else
+		server=$RSTREAM_ADDR4 peer=$RSTREAM_PEER4
+	fi
+	shift 2
+	sopts=
+	while [ "$1" != -- ]; do
+		sopts="$sopts $1"
+		shift
+	done
+	shift
+	limit=$((120 * SCALE))
+	barrier "$port"
+	if [ "$RSTREAM_ROLE" = a ]; then
+		# shellcheck disable=SC2086
+		"$ST/rstream_xfer" server "$server" "$port" -T "$limit" $sopts
+	else
+		"$ST/rstream_xfer" client "$peer" "$port" -T "$limit" "$@"
+	fi
+}
+
+kernel_ipv4_both_ways() { xfer 9111 v4 -- -s 65537 -n 64 -d; }
+kernel_ipv6_both_ways() { xfer 9112 v6 -- -s 65537 -n 64 -d; }
+kernel_ipv4_tiny_buffers() { xfer 9113 v4 -b 4096 -- -s 1048576 -n 8 -d; }
+kernel_ipv4_8m_sends() { xfer 9114 v4 -- -s 8388608 -n 4; }
+kernel_ipv4_small_sends() { xfer 9115 v4 -- -s 64 -n 20000 -d; }
+kernel_ipv6_ten_connections() { xfer 9116 v6 -c 10 -- -c 10 -s 65536 -n 16 -d; }
+
+# smoke <port> <kernel|user>: a serves with that kind of socket, b uses the
+# other kind: a userspace rsocket (librspreload.so) against AF_RSTREAM.
+smoke() {
+	pre=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so
+	barrier "$1"
+	if [ "$RSTREAM_ROLE" = a ]; then
+		if [ "$2" = kernel ]; then
+			"$ST/rstream_smoke" server "$RSTREAM_ADDR4" "$1" 65537 64
+		else
+			RSTREAM_SMOKE_INET=1 LD_PRELOAD=$pre timeout 120 \
+				"$ST/rstream_smoke" server "$RSTREAM_ADDR4" "$1" 65537 64
+		fi
+	else
+		sleep 2		# the server's listen; rsocket does not retry
+		if [ "$2" = kernel ]; then
+			RSTREAM_SMOKE_INET=1 LD_PRELOAD=$pre timeout 120 \
+				"$ST/rstream_smoke" client "$RSTREAM_PEER4" "$1" 65537 64
+		else
+			timeout 120 "$ST/rstream_smoke" client "$RSTREAM_PEER4" "$1" 65537 64
+		fi
+	fi
+}
+
+kernel_server_userspace_client() { smoke 9121 kernel; }
+userspace_server_kernel_client() { smoke 9122 user; }
+
 ktap_print_header
-ktap_set_plan 3
+ktap_set_plan 11
 ktap_test_result "rstream sees rxe0" rstream_sees_rxe0
 ktap_test_result "rsockets over IPv4 across the wire" rsockets_ipv4
 ktap_test_result "rsockets over IPv6 across the wire" rsockets_ipv6
+for t in kernel_ipv4_both_ways kernel_ipv6_both_ways kernel_ipv4_tiny_buffers \
+	 kernel_ipv4_8m_sends kernel_ipv4_small_sends \
+	 kernel_ipv6_ten_connections kernel_server_userspace_client \
+	 userspace_server_kernel_client; do
+	echo "#  RUN $t"
+	ktap_test_result "$t" "$t"
+done
 barrier 9102
 ktap_finished

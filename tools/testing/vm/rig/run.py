@@ -161,7 +161,12 @@ def selftest_plan(inst):
             for n in names]
 
 
-def guest_conf(role, mode):
+# The debug kernel (KASAN, lockdep) moves data about 12 times slower: the
+# data tests scale their time limits by this.
+DEBUG_TIME_SCALE = 8
+
+
+def guest_conf(role, mode, kernel):
     addr4, addr6 = ADDRESSES[role]
     peer = {"a": "b", "b": "a"}.get(role)
     peer4, peer6 = ADDRESSES[peer] if peer else ("", "")
@@ -171,6 +176,7 @@ def guest_conf(role, mode):
         "RSTREAM_PEER4": peer4, "RSTREAM_PEER6": peer6,
         "RSTREAM_SIW_ADDR4": SIW_ADDRESSES[0],
         "RSTREAM_SIW_ADDR6": SIW_ADDRESSES[1],
+        "RSTREAM_TIME_SCALE": DEBUG_TIME_SCALE if kernel.debug else 1,
     }
     return "".join(f"{k}='{v}'\n" for k, v in values.items())
 
@@ -179,7 +185,7 @@ def overlay(kernel, modules, selftests, role, mode, plan):
     extra = f"/lib/modules/{kernel.release}/extra"
     files = {
         "/init": VM_DIR / "guest" / "init",
-        "/etc/rstream-vm.conf": guest_conf(role, mode),
+        "/etc/rstream-vm.conf": guest_conf(role, mode, kernel),
         "/etc/rstream-vm.plan": "".join(f"{n} {t} {c}\n"
                                         for n, t, c in plan),
         f"{GUEST_LIB}/guest": VM_DIR / "guest",

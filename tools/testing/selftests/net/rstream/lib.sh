@@ -29,6 +29,7 @@ run_tests() {
 	for t in "$@"; do
 		echo "#  RUN $t"	# as kselftest_harness.h: names a hang
 		if out=$("$t" 2>&1); then
+			[ -n "$out" ] && echo "$out" | sed 's/^/# /'
 			ktap_test_pass "$t"
 		else
 			echo "$out" | sed 's/^/# /'

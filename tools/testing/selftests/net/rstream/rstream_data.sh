@@ -21,8 +21,14 @@ xfer() {
 	port=$2
 	limit=$3
 	shift 3
+	# Slow kernels (the debug one) get more time: the rig sets the scale.
+	limit=$((limit * ${RSTREAM_TIME_SCALE:-1}))
+	# Kernel memory around each case: growth that stays is a leak.
+	echo "slab before: $(grep SUnreclaim /proc/meminfo)"
 	"$DIR/rstream_xfer" loop "$addr" "$port" -T "$limit" "$@" ||
-		die "rstream_xfer loop $addr $port -T $limit $* failed"
+		die "rstream_xfer loop $addr $port -T $limit $* failed
+slab after: $(grep SUnreclaim /proc/meminfo)"
+	echo "slab after: $(grep SUnreclaim /proc/meminfo)"
 }
 
 send_1() { xfer "$ADDR4" 20101 30 -s 1 -n 20; }

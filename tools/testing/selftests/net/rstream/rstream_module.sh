@@ -157,6 +157,48 @@ driver_unloaded_under_rstream() {
 	done
 }
 
+# rxe0 back with its port up, after a case took it away.
+rxe0_back() {
+	rdma link show rxe0/1 >/dev/null 2>&1 ||
+		rdma link add rxe0 type rxe netdev "$RXE0_NETDEV" ||
+		die "cannot add rxe0 again"
+	wait_listed rxe0 roce yes
+	i=0
+	until rdma link show rxe0/1 | grep -q "state ACTIVE"; do
+		i=$((i + 1))
+		[ $i -gt 100 ] && die "rxe0 port not ACTIVE again"
+		sleep 0.1
+	done
+}
+
+# The device goes while connections and a listener use it: its removal
+# completes (rstream frees everything on it), the transfers fail at once
+# instead of hanging, and connections work again on the device re-added.
+device_removed_under_connections() {
+	addr=${RSTREAM_ADDR4:-192.0.2.1}
+	"$DIR/rstream_xfer" loop "$addr" 20201 -c 4 -d -s 1048576 -n 100000 \
+		-T 300 > /tmp/rstream_removed.out 2>&1 &
+	pid=$!
+	i=0
+	until [ "$(rdma res show qp 2>/dev/null | grep -c 'comm \[rstream\]')" -ge 8 ]; do
+		i=$((i + 1))
+		[ $i -gt 300 ] && die "no rstream connections after 30 s"
+		sleep 0.1
+	done
+	sleep 1
+	timeout 60 rdma link delete rxe0 || die "rdma link delete rxe0 failed"
+	i=0
+	while kill -0 $pid 2>/dev/null; do
+		i=$((i + 1))
+		[ $i -gt 300 ] && { kill $pid; die "transfers still running 30 s after the device went"; }
+		sleep 0.1
+	done
+	wait $pid && die "transfers went on without their device: $(cat /tmp/rstream_removed.out)"
+	rxe0_back
+	"$DIR/rstream_xfer" loop "$addr" 20202 -s 65536 -n 16 -T 60 ||
+		die "no connection on rxe0 re-added"
+}
+
 TESTS="rxe0_is_listed"
 rdma link show siw0/1 >/dev/null 2>&1 && TESTS="$TESTS siw0_is_listed"
 # shellcheck disable=SC2086 # a list of function names
@@ -164,4 +206,4 @@ run_tests $TESTS devices_seen_in_new_netns device_added_while_loaded \
 	device_removed_while_loaded device_renamed_while_loaded \
 	devices_come_and_go \
 	unload_and_reload_with_devices_present open_socket_pins_module \
-	driver_unloaded_under_rstream
+	device_removed_under_connections driver_unloaded_under_rstream

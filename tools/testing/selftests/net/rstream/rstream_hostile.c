@@ -1,0 +1,451 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A hostile rsockets peer: a userspace client written against librdmacm
+ * and verbs that connects to an AF_RSTREAM listener with private data and
+ * messages of its own making.  Bad private data must be rejected; a bad
+ * message on an established connection must reset that connection
+ * (ECONNRESET on the kernel side) and leave every other one alone.
+ */
+#include <arpa/inet.h>
+#include <assert.h>
+#include <endian.h>
+#include <errno.h>
+#include <poll.h>
+#include <linux/types.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <linux/rstream.h>
+
+#include "kselftest_harness.h"
+
+#define RING		(128 * 1024)
+#define MEM		(RING + 4096)
+#define WAIT_MS		5000
+
+/* The 40-byte rsockets v1 private data block, big-endian. */
+struct conn_data {
+	__u8 version;
+	__u8 flags;
+	__u16 credits;
+	__u8 reserved[3];
+	__u8 iomap_size;
+	__u64 sgl_addr;
+	__u32 sgl_key;
+	__u32 sgl_length;
+	__u64 buf_addr;
+	__u32 buf_key;
+	__u32 buf_length;
+};
+
+static_assert(sizeof(struct conn_data) == 40, "rsockets private data");
+
+struct hostile {
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	void *mem;
+	struct conn_data peer;	/* the kernel's private data, from the REP */
+};
+
+static int family(void)
+{
+	FILE *f = fopen(RSTREAM_FAMILY_SYSFS, "r");
+	int v = AF_RSTREAM;
+
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = AF_RSTREAM;
+		fclose(f);
+	}
+	return v;
+}
+
+/* The next CM event, or -1 after WAIT_MS. */
+static int next_event(struct hostile *h, enum rdma_cm_event_type *type)
+{
+	struct pollfd p = { .fd = h->ch->fd, .events = POLLIN };
+	struct rdma_cm_event *ev;
+
+	if (poll(&p, 1, WAIT_MS) != 1 || rdma_get_cm_event(h->ch, &ev))
+		return -1;
+	*type = ev->event;
+	if (ev->event == RDMA_CM_EVENT_ESTABLISHED &&
+	    ev->param.conn.private_data_len >= sizeof(h->peer))
+		memcpy(&h->peer, ev->param.conn.private_data, sizeof(h->peer));
+	rdma_ack_cm_event(ev);
+	return 0;
+}
+
+static void fill_conn_data(struct hostile *h, struct conn_data *cd)
+{
+	memset(cd, 0, sizeof(*cd));
+	cd->version = 1;
+	cd->credits = htobe16(16);
+	cd->sgl_addr = htobe64((uintptr_t)h->mem);
+	cd->sgl_key = htobe32(h->mr->rkey);
+	cd->sgl_length = htobe32(2);
+	cd->buf_addr = htobe64((uintptr_t)h->mem + 4096);
+	cd->buf_key = htobe32(h->mr->rkey);
+	cd->buf_length = htobe32(RING / 2);
+}
+
+/*
+ * Resolve, build a QP with receives posted and memory the kernel may
+ * write, and connect with @cd (@len bytes of it).  Returns the CM event
+ * that answered the connect, or -1.
+ */
+static int hostile_connect(struct hostile *h, const struct sockaddr_in *dst,
+			   struct conn_data *cd, int len, bool fill)
+{
+	struct ibv_qp_init_attr attr = {};
+	struct rdma_conn_param param = {};
+	enum rdma_cm_event_type type;
+	struct ibv_recv_wr wr = {}, *bad;
+	int i;
+
+	memset(h, 0, sizeof(*h));
+	h->ch = rdma_create_event_channel();
+	if (!h->ch || rdma_create_id(h->ch, &h->id, NULL, RDMA_PS_TCP))
+		return -1;
+	if (rdma_resolve_addr(h->id, NULL, (struct sockaddr *)dst, WAIT_MS) ||
+	    next_event(h, &type) || type != RDMA_CM_EVENT_ADDR_RESOLVED)
+		return -1;
+	if (rdma_resolve_route(h->id, WAIT_MS) || next_event(h, &type) ||
+	    type != RDMA_CM_EVENT_ROUTE_RESOLVED)
+		return -1;
+	h->pd = ibv_alloc_pd(h->id->verbs);
+	h->cq = ibv_create_cq(h->id->verbs, 64, NULL, NULL, 0);
+	if (posix_memalign(&h->mem, 4096, MEM))
+		return -1;
+	memset(h->mem, 0, MEM);
+	h->mr = ibv_reg_mr(h->pd, h->mem, MEM, IBV_ACCESS_LOCAL_WRITE |
+			   IBV_ACCESS_REMOTE_WRITE);
+	if (!h->pd || !h->cq || !h->mr)
+		return -1;
+	attr.send_cq = h->cq;
+	attr.recv_cq = h->cq;
+	attr.qp_type = IBV_QPT_RC;
+	attr.cap.max_send_wr = 16;
+	attr.cap.max_recv_wr = 32;
+	attr.cap.max_send_sge = 1;
+	attr.cap.max_recv_sge = 1;
+	if (rdma_create_qp(h->id, h->pd, &attr))
+		return -1;
+	for (i = 0; i < 32; i++)
+		if (ibv_post_recv(h->id->qp, &wr, &bad))
+			return -1;
+	if (fill)
+		fill_conn_data(h, cd);
+	param.private_data = cd;
+	param.private_data_len = len;
+	param.flow_control = 1;
+	param.retry_count = 7;
+	param.rnr_retry_count = 7;
+	if (rdma_connect(h->id, &param) || next_event(h, &type))
+		return -1;
+	return type;
+}
+
+static void hostile_close(struct hostile *h)
+{
+	if (h->id && h->id->qp)
+		rdma_destroy_qp(h->id);
+	if (h->mr)
+		ibv_dereg_mr(h->mr);
+	if (h->cq)
+		ibv_destroy_cq(h->cq);
+	if (h->pd)
+		ibv_dealloc_pd(h->pd);
+	if (h->id)
+		rdma_destroy_id(h->id);
+	if (h->ch)
+		rdma_destroy_event_channel(h->ch);
+	free(h->mem);
+}
+
+/* Post one 0-byte message with @imm (or a plain SEND) and see it complete. */
+static int hostile_send(struct hostile *h, __u32 imm, bool send)
+{
+	struct ibv_send_wr wr = {}, *bad;
+	struct ibv_wc wc;
+	int i, n;
+
+	wr.opcode = send ? IBV_WR_SEND : IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.imm_data = htobe32(imm);
+	wr.send_flags = IBV_SEND_SIGNALED;
+	if (ibv_post_send(h->id->qp, &wr, &bad))
+		return -1;
+	for (i = 0; i < WAIT_MS; i++) {
+		n = ibv_poll_cq(h->cq, 1, &wc);
+		if (n < 0)
+			return -1;
+		if (n && wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM &&
+		    !(wc.opcode & IBV_WC_RECV))
+			return wc.status == IBV_WC_SUCCESS ? 0 : -1;
+		if (!n)
+			usleep(1000);
+	}
+	return -1;
+}
+
+static int accept_within(int lfd, int ms)
+{
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+
+	if (poll(&p, 1, ms) != 1)
+		return -1;
+	return accept(lfd, NULL, NULL);
+}
+
+static void set_rcvtimeo(int fd, int ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000,
+			      .tv_usec = (ms % 1000) * 1000 };
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+FIXTURE(hostile) {
+	struct sockaddr_in at;
+	int lfd;
+	int by_a, by_b;		/* an honest connection alongside */
+	struct hostile h;
+};
+
+FIXTURE_SETUP(hostile)
+{
+	const char *addr = getenv("RSTREAM_ADDR4") ?: "192.0.2.1";
+	socklen_t len = sizeof(self->at);
+	int c;
+
+	memset(&self->h, 0, sizeof(self->h));
+	memset(&self->at, 0, sizeof(self->at));
+	self->at.sin_family = AF_INET;
+	ASSERT_EQ(1, inet_pton(AF_INET, addr, &self->at.sin_addr));
+	self->lfd = socket(family(), SOCK_STREAM, 0);
+	ASSERT_LE(0, self->lfd);
+	ASSERT_EQ(0, bind(self->lfd, (struct sockaddr *)&self->at,
+			  sizeof(self->at)));
+	ASSERT_EQ(0, listen(self->lfd, 8));
+	ASSERT_EQ(0, getsockname(self->lfd, (struct sockaddr *)&self->at,
+				 &len));
+
+	c = socket(family(), SOCK_STREAM, 0);
+	ASSERT_LE(0, c);
+	ASSERT_EQ(0, connect(c, (struct sockaddr *)&self->at,
+			     sizeof(self->at)));
+	self->by_a = c;
+	self->by_b = accept_within(self->lfd, WAIT_MS);
+	ASSERT_LE(0, self->by_b);
+	set_rcvtimeo(self->by_a, WAIT_MS);
+	set_rcvtimeo(self->by_b, WAIT_MS);
+}
+
+FIXTURE_TEARDOWN(hostile)
+{
+	hostile_close(&self->h);
+	close(self->by_a);
+	close(self->by_b);
+	close(self->lfd);
+}
+
+/* The honest connection still carries data both ways. */
+static void bystander_ok(struct __test_metadata *_metadata, int a, int b)
+{
+	char c = 0;
+
+	EXPECT_EQ(1, send(a, "a", 1, 0));
+	EXPECT_EQ(1, recv(b, &c, 1, 0));
+	EXPECT_EQ('a', c);
+	EXPECT_EQ(1, send(b, "b", 1, 0));
+	EXPECT_EQ(1, recv(a, &c, 1, 0));
+	EXPECT_EQ('b', c);
+}
+
+FIXTURE_VARIANT(hostile) {
+	__u32 imm;
+	bool send;
+};
+
+/* rsocket never sends ops 1, 3 and 5 */
+FIXTURE_VARIANT_ADD(hostile, reserved_opcode) {
+	.imm = 0xa0000000,
+};
+
+/* A zero-length data message would read as EOF. */
+FIXTURE_VARIANT_ADD(hostile, zero_length_data) {
+	.imm = 0x00000000,
+};
+
+/* Two halves of 64 KiB are granted: 1 MiB is outside them. */
+FIXTURE_VARIANT_ADD(hostile, data_beyond_grant) {
+	.imm = 0x00100000,
+};
+
+/* Within the ring, but across the two grants. */
+FIXTURE_VARIANT_ADD(hostile, data_across_grants) {
+	.imm = 65537,
+};
+
+/* A credit limit far beyond the 384 the peer may give. */
+FIXTURE_VARIANT_ADD(hostile, credits_too_far_ahead) {
+	.imm = 0x80000000 | 60000,
+};
+
+/* A SEND where a write with immediate is due. */
+FIXTURE_VARIANT_ADD(hostile, send_not_write) {
+	.send = true,
+};
+
+TEST_F(hostile, message_resets_connection)
+{
+	struct conn_data cd;
+	char buf[16];
+	int fd;
+
+	ASSERT_EQ(RDMA_CM_EVENT_ESTABLISHED,
+		  hostile_connect(&self->h, &self->at, &cd, sizeof(cd), true));
+	fd = accept_within(self->lfd, WAIT_MS);
+	ASSERT_LE(0, fd);
+	set_rcvtimeo(fd, WAIT_MS);
+	ASSERT_EQ(0, hostile_send(&self->h, variant->imm, variant->send));
+	EXPECT_EQ(-1, recv(fd, buf, sizeof(buf), 0));
+	EXPECT_EQ(ECONNRESET, errno);
+	close(fd);
+	bystander_ok(_metadata, self->by_a, self->by_b);
+}
+
+/* A well-formed message is accepted: the checks do not refuse too much. */
+TEST_F(hostile, honest_data_arrives)
+{
+	struct ibv_send_wr wr = {}, *bad;
+	struct ibv_sge sge;
+	struct conn_data cd;
+	struct ibv_wc wc;
+	char buf[16] = "";
+	int fd, n = 0, i;
+
+	ASSERT_EQ(RDMA_CM_EVENT_ESTABLISHED,
+		  hostile_connect(&self->h, &self->at, &cd, sizeof(cd), true));
+	fd = accept_within(self->lfd, WAIT_MS);
+	ASSERT_LE(0, fd);
+	set_rcvtimeo(fd, WAIT_MS);
+
+	/* Five bytes at the start of the first half the kernel granted. */
+	ASSERT_EQ(1, self->h.peer.version);
+	memcpy((char *)self->h.mem + 64, "hello", 5);
+	sge.addr = (uintptr_t)self->h.mem + 64;
+	sge.length = 5;
+	sge.lkey = self->h.mr->lkey;
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.imm_data = htobe32(5);
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = be64toh(self->h.peer.buf_addr);
+	wr.wr.rdma.rkey = be32toh(self->h.peer.buf_key);
+	ASSERT_EQ(0, ibv_post_send(self->h.id->qp, &wr, &bad));
+	for (i = 0; i < WAIT_MS && !n; i++) {
+		/* Skip the kernel's grant arriving meanwhile. */
+		n = ibv_poll_cq(self->h.cq, 1, &wc);
+		if (n > 0 && (wc.opcode & IBV_WC_RECV))
+			n = 0;
+		if (!n)
+			usleep(1000);
+	}
+	ASSERT_EQ(1, n);
+	ASSERT_EQ(IBV_WC_SUCCESS, (int)wc.status);
+	EXPECT_EQ(5, recv(fd, buf, sizeof(buf), 0));
+	EXPECT_EQ(0, memcmp(buf, "hello", 5));
+	close(fd);
+	bystander_ok(_metadata, self->by_a, self->by_b);
+}
+
+FIXTURE(pdata) {
+	struct sockaddr_in at;
+	int lfd;
+	struct hostile h;
+};
+
+FIXTURE_SETUP(pdata)
+{
+	const char *addr = getenv("RSTREAM_ADDR4") ?: "192.0.2.1";
+	socklen_t len = sizeof(self->at);
+
+	memset(&self->h, 0, sizeof(self->h));
+	memset(&self->at, 0, sizeof(self->at));
+	self->at.sin_family = AF_INET;
+	ASSERT_EQ(1, inet_pton(AF_INET, addr, &self->at.sin_addr));
+	self->lfd = socket(family(), SOCK_STREAM | SOCK_NONBLOCK, 0);
+	ASSERT_LE(0, self->lfd);
+	ASSERT_EQ(0, bind(self->lfd, (struct sockaddr *)&self->at,
+			  sizeof(self->at)));
+	ASSERT_EQ(0, listen(self->lfd, 8));
+	ASSERT_EQ(0, getsockname(self->lfd, (struct sockaddr *)&self->at,
+				 &len));
+}
+
+FIXTURE_TEARDOWN(pdata)
+{
+	hostile_close(&self->h);
+	close(self->lfd);
+}
+
+FIXTURE_VARIANT(pdata) {
+	int len;
+	__u8 version;
+	__u16 credits;
+	__u32 sgl_length;
+	__u32 buf_length;
+};
+
+FIXTURE_VARIANT_ADD(pdata, version_2) {
+	.len = 40, .version = 2, .credits = 16, .sgl_length = 2,
+	.buf_length = RING / 2,
+};
+
+FIXTURE_VARIANT_ADD(pdata, too_short) {
+	.len = 39, .version = 1, .credits = 16, .sgl_length = 2,
+	.buf_length = RING / 2,
+};
+
+FIXTURE_VARIANT_ADD(pdata, no_credits) {
+	.len = 40, .version = 1, .credits = 0, .sgl_length = 2,
+	.buf_length = RING / 2,
+};
+
+FIXTURE_VARIANT_ADD(pdata, one_sgl_entry) {
+	.len = 40, .version = 1, .credits = 16, .sgl_length = 1,
+	.buf_length = RING / 2,
+};
+
+FIXTURE_VARIANT_ADD(pdata, no_buffer) {
+	.len = 40, .version = 1, .credits = 16, .sgl_length = 2,
+	.buf_length = 0,
+};
+
+/* Bad private data: the connection is rejected, nothing reaches accept. */
+TEST_F(pdata, rejected)
+{
+	struct conn_data cd;
+
+	memset(&cd, 0, sizeof(cd));
+	cd.version = variant->version;
+	cd.credits = htobe16(variant->credits);
+	cd.sgl_length = htobe32(variant->sgl_length);
+	cd.buf_length = htobe32(variant->buf_length);
+	EXPECT_EQ(RDMA_CM_EVENT_REJECTED,
+		  hostile_connect(&self->h, &self->at, &cd, variant->len,
+				  false));
+	EXPECT_EQ(-1, accept(self->lfd, NULL, NULL));
+	EXPECT_EQ(EAGAIN, errno);
+}
+
+TEST_HARNESS_MAIN
