@@ -47,9 +47,11 @@ static const char *const rstream_sk_lock_names[2] = {
 	"sk_lock-AF_RSTREAM", "sk_lock-AF_RSTREAM-kern"
 };
 
+/* Every socket, accepted or not, ends here: the in-use count with it. */
 static void rstream_destruct(struct sock *sk)
 {
 	rstream_conn_free(rstream_sk(sk));
+	sock_prot_inuse_add(sock_net(sk), &rstream_proto, -1);
 }
 
 /*
@@ -220,7 +222,14 @@ static int rstream_wait_connect(struct sock *sk, long *timeo)
 /* After a failed attempt, a new connect() starts from scratch, as TCP. */
 static void rstream_reset_for_connect(struct rstream_sock *rs)
 {
+	struct sock *sk = &rs->sk;
 	struct rdma_cm_id *id;
+
+	/* Works of the last attempt must not touch this one. */
+	if (cancel_delayed_work_sync(&rs->connect_work))
+		sock_put(sk);
+	if (cancel_work_sync(&rs->reset_work))
+		sock_put(sk);
 
 	mutex_lock(&rs->cm_lock);
 	id = rs->cm_id;
@@ -238,6 +247,19 @@ static void rstream_reset_for_connect(struct rstream_sock *rs)
 	rs->sq_slots = NULL;
 	rs->flags = 0;
 	reinit_completion(&rs->disc_done);
+	spin_lock_bh(&rs->lock);
+	memset(&rs->rx, 0, sizeof(rs->rx));
+	memset(&rs->tx, 0, sizeof(rs->tx));
+	rs->rmsg_head = 0;
+	rs->rmsg_tail = 0;
+	rs->sq_posted = 0;
+	rs->sq_done = 0;
+	rs->sq_ctrl = 0;
+	rs->sq_unsignaled = 0;
+	rs->sbuf_head = 0;
+	rs->sbuf_tail = 0;
+	spin_unlock_bh(&rs->lock);
+	WRITE_ONCE(sk->sk_err, 0);
 	rs->sk.sk_shutdown = 0;
 	if (rs->bound) {
 		/* Keep the address, let the CM pick a port again if it was 0. */
@@ -392,9 +414,11 @@ static int rstream_getname(struct socket *sock, struct sockaddr *addr,
 		}
 		ss = &rs->peer_addr;
 	} else {
+		mutex_lock(&rs->cm_lock);
 		if (rs->cm_id && !test_bit(RSTREAM_F_CONNECTED, &rs->flags))
 			memcpy(&rs->local_addr, &rs->cm_id->route.addr.src_addr,
 			       sizeof(rs->local_addr));
+		mutex_unlock(&rs->cm_lock);
 		ss = &rs->local_addr;
 	}
 	if (ss->ss_family == AF_INET6) {
@@ -539,7 +563,6 @@ static int rstream_release(struct socket *sock)
 		sock_hold(sk);
 		rstream_conn_teardown(rs);
 	}
-	sock_prot_inuse_add(sock_net(sk), &rstream_proto, -1);
 	sock->sk = NULL;
 	sock_put(sk);
 	return 0;

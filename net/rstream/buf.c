@@ -147,6 +147,7 @@ void rstream_buf_unregister(struct rstream_buf *buf)
 				buf->dir);
 	buf->dma_nents = 0;
 	sg_free_table(&buf->sgt);
+	memset(&buf->sgt, 0, sizeof(buf->sgt));
 }
 
 void rstream_buf_free(struct rstream_buf *buf)

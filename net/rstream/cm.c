@@ -168,28 +168,34 @@ static void rstream_cm_connect_response(struct rstream_sock *rs,
 		rstream_cm_connect_failed(rs, EPROTO);
 		return;
 	}
-	err = rstream_conn_start(rs, false);
+	err = rstream_conn_start(rs, id);
 	if (err) {
 		rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
 		rstream_cm_connect_failed(rs, -err == ETIMEDOUT ? ETIMEDOUT :
 					  ECONNREFUSED);
 		return;
 	}
-	/* Past connect()'s deadline: the id is being destroyed. */
+	/*
+	 * Past connect()'s deadline the id is being destroyed; cm_lock keeps
+	 * the deadline out until the state says established.
+	 */
 	mutex_lock(&rs->cm_lock);
 	err = rs->cm_id == id ? 0 : -ETIMEDOUT;
-	mutex_unlock(&rs->cm_lock);
 	/* The RTU: only now may the peer write into our regions. */
 	if (!err)
 		err = rdma_accept(id, NULL);
+	if (!err) {
+		memcpy(&rs->local_addr, &id->route.addr.src_addr,
+		       sizeof(rs->local_addr));
+		rstream_set_state(sk, TCP_ESTABLISHED);
+	}
+	mutex_unlock(&rs->cm_lock);
 	if (err) {
-		rstream_cm_connect_failed(rs, ECONNREFUSED);
+		if (err != -ETIMEDOUT)
+			rstream_cm_connect_failed(rs, ECONNREFUSED);
 		return;
 	}
-	memcpy(&rs->local_addr, &id->route.addr.src_addr,
-	       sizeof(rs->local_addr));
 	rstream_cm_connect_done(rs);
-	rstream_set_state(sk, TCP_ESTABLISHED);
 	rstream_conn_established(rs);
 }
 
@@ -277,7 +283,7 @@ static int rstream_cm_request(struct rstream_sock *lrs, struct rdma_cm_id *id,
 	err = rstream_conn_create(child, id);
 	mutex_unlock(&child->cm_lock);
 	if (!err)
-		err = rstream_conn_start(child, true);
+		err = rstream_conn_start(child, id);
 	if (err)
 		goto err_unlink;
 
@@ -312,22 +318,52 @@ err_free:
 	return 1;
 }
 
-/* RTU received (or COMM_EST): the child may be accepted. */
-static void rstream_cm_child_established(struct rstream_sock *child)
+/*
+ * A child still being set up failed (rejected, unreachable, disconnected,
+ * its device gone): take it off the listener's list, freeing its backlog
+ * slot, and close it.  CM handler.
+ */
+static void rstream_cm_embryo_failed(struct rstream_sock *child)
 {
 	struct rstream_sock *lrs;
 
 	spin_lock(&rstream_accept_lock);
 	lrs = child->listener;
-	if (lrs)
+	if (lrs && rstream_state(&child->sk) == TCP_SYN_RECV) {
+		list_del_init(&child->accept_node);
+		child->listener = NULL;
+		sk_acceptq_removed(&lrs->sk);
+	} else {
+		lrs = NULL;
+	}
+	spin_unlock(&rstream_accept_lock);
+	if (!lrs)
+		return;
+	sock_put(&lrs->sk);
+	rstream_set_state(&child->sk, TCP_CLOSE);
+	rstream_conn_teardown(child);	/* takes the list's reference */
+}
+
+/* RTU received (or COMM_EST): the child may be accepted. */
+static void rstream_cm_child_established(struct rstream_sock *child)
+{
+	struct rstream_sock *lrs;
+
+	/* Ready before accept() can see it. */
+	rstream_set_state(&child->sk, TCP_ESTABLISHED);
+	rstream_conn_established(child);
+
+	spin_lock(&rstream_accept_lock);
+	lrs = child->listener;
+	if (lrs) {
 		list_move_tail(&child->accept_node, &lrs->accept_queue);
+		sock_hold(&lrs->sk);	/* accept() may drop the child's */
+	}
 	spin_unlock(&rstream_accept_lock);
 	if (!lrs)
 		return;		/* the listener closed: teardown is queued */
-
-	rstream_set_state(&child->sk, TCP_ESTABLISHED);
-	rstream_conn_established(child);
 	rstream_wake(&lrs->sk, EPOLLIN | EPOLLRDNORM);
+	sock_put(&lrs->sk);
 }
 
 /*
@@ -348,6 +384,7 @@ static int rstream_cm_device_removal(struct rstream_sock *rs,
 	rstream_conn_destroy(rs);
 	mutex_unlock(&rs->cm_lock);
 
+	rstream_cm_connect_done(rs);
 	if (!READ_ONCE(sk->sk_err))
 		WRITE_ONCE(sk->sk_err, ENODEV);
 	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
@@ -387,20 +424,25 @@ static int rstream_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_UNREACHABLE:
 	case RDMA_CM_EVENT_REJECTED:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
-		if (rs->sk.sk_state == TCP_SYN_SENT)
+		if (rs->sk.sk_state == TCP_SYN_SENT) {
 			rstream_cm_connect_failed(rs, -rstream_cm_errno(ev->event,
 									ev->status));
-		else
+		} else {
 			rstream_conn_reset(rs, ECONNRESET,
 					   rdma_event_msg(ev->event));
+			rstream_cm_embryo_failed(rs);
+		}
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		/* The peer's DREQ: answer it, and the stream has ended. */
 		set_bit(RSTREAM_F_DISC_RECV, &rs->flags);
 		rdma_disconnect(id);
 		rstream_wake(&rs->sk, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLHUP);
+		rstream_cm_embryo_failed(rs);
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		/* While it still reads as an embryo. */
+		rstream_cm_embryo_failed(rs);
 		return rstream_cm_device_removal(rs, id);
 	default:
 		break;
@@ -477,8 +519,9 @@ int rstream_cm_connect(struct rstream_sock *rs, struct sockaddr *addr,
 	memcpy(&rs->peer_addr, addr, addrlen);
 	rstream_set_state(&rs->sk, TCP_SYN_SENT);
 	sock_hold(&rs->sk);
-	queue_delayed_work(rstream_wq, &rs->connect_work,
-			   RSTREAM_CONNECT_TIMEOUT);
+	if (!queue_delayed_work(rstream_wq, &rs->connect_work,
+				RSTREAM_CONNECT_TIMEOUT))
+		sock_put(&rs->sk);
 	err = rdma_resolve_addr(rs->cm_id, src, addr,
 				RSTREAM_RESOLVE_TIMEOUT_MS);
 	if (err) {

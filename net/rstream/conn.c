@@ -194,10 +194,8 @@ void rstream_conn_build_params(struct rstream_sock *rs,
  * state.  CM handler, before the REP (passive) or the RTU (active) goes
  * out, so the peer cannot use our keys before they are valid.
  */
-int rstream_conn_start(struct rstream_sock *rs, bool passive)
-{
-	struct rdma_cm_id *id = rs->cm_id;
-	struct ib_reg_wr reg[RSTREAM_REG_WRS];
+int rstream_conn_start(struct rstream_sock *rs, struct rdma_cm_id *id)
+{	struct ib_reg_wr reg[RSTREAM_REG_WRS];
 	struct rstream_buf *bufs[RSTREAM_REG_WRS] = {
 		&rs->ring, &rs->sgl, &rs->sbuf
 	};

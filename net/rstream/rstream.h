@@ -241,7 +241,7 @@ u64 rstream_buf_iova(const struct rstream_buf *buf, size_t off);
 extern struct workqueue_struct *rstream_wq;
 
 int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id);
-int rstream_conn_start(struct rstream_sock *rs, bool passive);
+int rstream_conn_start(struct rstream_sock *rs, struct rdma_cm_id *id);
 void rstream_conn_destroy(struct rstream_sock *rs);
 void rstream_conn_reset(struct rstream_sock *rs, int err, const char *why);
 void rstream_conn_build_params(struct rstream_sock *rs,

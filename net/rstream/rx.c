@@ -31,6 +31,15 @@ int rstream_post_recvs(struct rstream_sock *rs, unsigned int n)
 	return err;
 }
 
+static void rstream_ring_sync(struct rstream_sock *rs, u32 off, u32 len)
+{
+	u32 first = min(len, rs->ring_size - off);
+
+	rstream_buf_sync_for_cpu(&rs->ring, off, first);
+	if (len > first)
+		rstream_buf_sync_for_cpu(&rs->ring, 0, len - first);
+}
+
 /* rs->lock held: handle one immediate; *events are the waiters to wake. */
 static int rstream_rx_imm(struct rstream_sock *rs, u32 imm, __poll_t *events,
 			  const char **why)
@@ -44,6 +53,11 @@ static int rstream_rx_imm(struct rstream_sock *rs, u32 imm, __poll_t *events,
 			*why = "data message outside its grant or credits";
 			return -EPROTO;
 		}
+		/*
+		 * Make the bytes visible to the CPU here, while the mapping is
+		 * certainly alive (a removed device unmaps the ring).
+		 */
+		rstream_ring_sync(rs, off, data);
 		rs->rmsg[rs->rmsg_tail] = data;
 		rs->rmsg_tail = (rs->rmsg_tail + 1) % rs->rmsg_size;
 		*events = EPOLLIN | EPOLLRDNORM;
@@ -132,11 +146,9 @@ static int rstream_ring_copy(struct rstream_sock *rs, u64 pos, size_t len,
 
 	if (discard)
 		return 0;
-	rstream_buf_sync_for_cpu(&rs->ring, off, first);
 	if (copy_to_iter(rs->ring.vaddr + off, first, &msg->msg_iter) != first)
 		return -EFAULT;
 	if (len > first) {
-		rstream_buf_sync_for_cpu(&rs->ring, 0, len - first);
 		if (copy_to_iter(rs->ring.vaddr, len - first,
 				 &msg->msg_iter) != len - first)
 			return -EFAULT;
@@ -184,8 +196,14 @@ int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	target = sock_rcvlowat(sk, flags & MSG_WAITALL, len);
 
 	while (copied < len) {
-		u32 ready = rstream_rx_ready(rs);
-		u64 pos = READ_ONCE(rs->rx.consumed) + (peek ? copied : 0);
+		u32 ready;
+		u64 pos;
+
+		/* Pairs with the completion handler: the bytes are there. */
+		spin_lock_bh(&rs->lock);
+		ready = rs->rx.written - rs->rx.consumed;
+		pos = rs->rx.consumed + (peek ? copied : 0);
+		spin_unlock_bh(&rs->lock);
 
 		if (peek)
 			ready = ready > copied ? ready - copied : 0;
