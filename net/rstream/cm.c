@@ -377,6 +377,9 @@ static int rstream_cm_device_removal(struct rstream_sock *rs,
 	struct sock *sk = &rs->sk;
 	bool ours;
 
+	/* The error before the connection reads as dead (see rx.c). */
+	if (!READ_ONCE(sk->sk_err))
+		WRITE_ONCE(sk->sk_err, ENODEV);
 	mutex_lock(&rs->cm_lock);
 	ours = rs->cm_id == id;
 	if (ours)
@@ -385,8 +388,6 @@ static int rstream_cm_device_removal(struct rstream_sock *rs,
 	mutex_unlock(&rs->cm_lock);
 
 	rstream_cm_connect_done(rs);
-	if (!READ_ONCE(sk->sk_err))
-		WRITE_ONCE(sk->sk_err, ENODEV);
 	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
 	if (sk->sk_state != TCP_LISTEN)
 		rstream_set_state(sk, TCP_CLOSE);

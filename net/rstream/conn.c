@@ -307,10 +307,16 @@ void rstream_conn_reset(struct rstream_sock *rs, int err, const char *why)
 {
 	struct sock *sk = &rs->sk;
 
-	if (test_and_set_bit(RSTREAM_F_DEAD, &rs->flags))
+	if (test_bit(RSTREAM_F_DEAD, &rs->flags))
 		return;
+	/*
+	 * The error first: a reader that sees the connection dead then
+	 * finds why (test_and_set_bit() orders the two; see rx.c).
+	 */
 	if (!READ_ONCE(sk->sk_err))
 		WRITE_ONCE(sk->sk_err, err);
+	if (test_and_set_bit(RSTREAM_F_DEAD, &rs->flags))
+		return;
 	net_warn_ratelimited("%s: connection %pISpc -> %pISpc reset: %s\n",
 			     KBUILD_MODNAME, &rs->local_addr, &rs->peer_addr,
 			     why);

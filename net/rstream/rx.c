@@ -231,6 +231,12 @@ int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 			break;
 		}
 		if (rstream_rx_eof(rs)) {
+			/* Dead with an error: the error, not EOF (see reset). */
+			smp_rmb();
+			if (sk->sk_err) {
+				err = sock_error(sk);
+				break;
+			}
 			if (sk->sk_state == TCP_CLOSE &&
 			    !test_bit(RSTREAM_F_CONNECTED, &rs->flags))
 				err = -ENOTCONN;
