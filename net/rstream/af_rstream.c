@@ -129,10 +129,16 @@ static void rstream_fix_sizes(struct rstream_sock *rs)
 
 	if (rs->sizes_fixed)
 		return;
-	rs->ring_size = max_t(u32, PAGE_ALIGN(READ_ONCE(sk->sk_rcvbuf)),
-			      2 * PAGE_SIZE);
-	rs->sbuf_size = max_t(u32, PAGE_ALIGN(READ_ONCE(sk->sk_sndbuf)),
-			      2 * PAGE_SIZE);
+	/*
+	 * SO_RCVBUFFORCE can ask for up to 2 GiB: keep to the range the
+	 * module parameters allow, so a half ring fits an immediate.
+	 */
+	rs->ring_size = clamp_t(u32, PAGE_ALIGN(READ_ONCE(sk->sk_rcvbuf)),
+				2 * PAGE_SIZE,
+				rstream_params[RSTREAM_PARAM_MEM].max);
+	rs->sbuf_size = clamp_t(u32, PAGE_ALIGN(READ_ONCE(sk->sk_sndbuf)),
+				2 * PAGE_SIZE,
+				rstream_params[RSTREAM_PARAM_WMEM].max);
 	rs->sizes_fixed = true;
 }
 
@@ -205,10 +211,12 @@ out:
 static int rstream_wait_connect(struct sock *sk, long *timeo)
 {
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	int err = 0;
 
 	add_wait_queue(sk_sleep(sk), &wait);
 	while (rstream_state(sk) == TCP_SYN_SENT) {
-		if (!*timeo || signal_pending(current))
+		err = rstream_may_wait(*timeo);
+		if (err)
 			break;
 		sk_wait_event(sk, timeo, rstream_state(sk) != TCP_SYN_SENT,
 			      &wait);
@@ -216,7 +224,8 @@ static int rstream_wait_connect(struct sock *sk, long *timeo)
 	remove_wait_queue(sk_sleep(sk), &wait);
 	if (rstream_state(sk) != TCP_SYN_SENT)
 		return 0;
-	return signal_pending(current) ? sock_intr_errno(*timeo) : -EINPROGRESS;
+	/* As TCP: out of time, the connection goes on in the background. */
+	return err == -EAGAIN ? -EINPROGRESS : err;
 }
 
 /* After a failed attempt, a new connect() starts from scratch, as TCP. */
@@ -359,14 +368,9 @@ static int rstream_accept_common(struct socket *sock, struct socket *newsock,
 			err = sock_error(sk);
 			break;
 		}
-		if (!timeo) {
-			err = -EAGAIN;
+		err = rstream_may_wait(timeo);
+		if (err)
 			break;
-		}
-		if (signal_pending(current)) {
-			err = sock_intr_errno(timeo);
-			break;
-		}
 		add_wait_queue(sk_sleep(sk), &wait);
 		sk_wait_event(sk, &timeo, rstream_cm_accept_ready(rs) ||
 			      sk->sk_state != TCP_LISTEN, &wait);

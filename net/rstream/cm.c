@@ -287,8 +287,11 @@ static int rstream_cm_request(struct rstream_sock *lrs, struct rdma_cm_id *id,
 	if (err)
 		goto err_unlink;
 
-	/* As rsocket: the request's parameters, with our private data. */
-	param = ev->param.conn;
+	/*
+	 * rsocket copies the request's parameters; rsockets never reads
+	 * remotely, so the read depths the peer asked for are not granted
+	 * (param stays zeroed there) and the rest are ours.
+	 */
 	rstream_cm_params(child, &param, &cd);
 	rstream_set_state(&child->sk, TCP_SYN_RECV);
 	err = rdma_accept(id, &param);

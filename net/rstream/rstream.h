@@ -10,6 +10,7 @@
 #include <linux/completion.h>
 #include <linux/dma-direction.h>
 #include <linux/scatterlist.h>
+#include <linux/sched/signal.h>
 #include <linux/workqueue.h>
 #include <net/sock.h>
 #include <rdma/ib_verbs.h>
@@ -67,7 +68,6 @@ enum {
 	RSTREAM_F_DISC_RECV,	/* the peer's DISCONNECT or DREQ arrived */
 	RSTREAM_F_SHUT_SENT,	/* our SHUTDOWN is posted */
 	RSTREAM_F_SHUT_RECV,	/* the peer's SHUTDOWN arrived */
-	RSTREAM_F_CM_GONE,	/* the cm_id is being destroyed by its owner */
 	RSTREAM_F_TEARDOWN,	/* teardown work queued */
 };
 
@@ -175,6 +175,19 @@ static inline void rstream_set_state(struct sock *sk, int state)
 	smp_store_release(&sk->sk_state, state);
 }
 
+/*
+ * Before a blocking call sleeps: -EAGAIN if it may not wait (nonblocking,
+ * or its timeout ran out), the signal's errno if one is pending, else 0.
+ */
+static inline int rstream_may_wait(long timeo)
+{
+	if (!timeo)
+		return -EAGAIN;
+	if (signal_pending(current))
+		return sock_intr_errno(timeo);
+	return 0;
+}
+
 static inline u32 rstream_rx_ready(const struct rstream_sock *rs)
 {
 	return READ_ONCE(rs->rx.written) - READ_ONCE(rs->rx.consumed);
@@ -274,6 +287,7 @@ void rstream_recv_done(struct ib_cq *cq, struct ib_wc *wc);
 int rstream_post_recvs(struct rstream_sock *rs, unsigned int n);
 int rstream_send_ctrl(struct rstream_sock *rs, enum rstream_ctrl ctrl);
 void rstream_tx_updates(struct rstream_sock *rs);
+void rstream_tx_updates_locked(struct rstream_sock *rs);
 bool rstream_tx_writable(struct rstream_sock *rs);
 u32 rstream_tx_unacked(struct rstream_sock *rs);
 void rstream_wake(struct sock *sk, __poll_t events);

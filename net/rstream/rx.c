@@ -217,8 +217,8 @@ int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 			if (!peek) {
 				spin_lock_bh(&rs->lock);
 				rstream_rx_take(rs, n);
+				rstream_tx_updates_locked(rs);
 				spin_unlock_bh(&rs->lock);
-				rstream_tx_updates(rs);
 			}
 			continue;
 		}
@@ -242,14 +242,9 @@ int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 				err = -ENOTCONN;
 			break;
 		}
-		if (!timeo) {
-			err = -EAGAIN;
+		err = rstream_may_wait(timeo);
+		if (err)
 			break;
-		}
-		if (signal_pending(current)) {
-			err = sock_intr_errno(timeo);
-			break;
-		}
 		add_wait_queue(sk_sleep(sk), &wait);
 		sk_wait_event(sk, &timeo, rstream_rx_ready(rs) >
 			      (peek ? copied : 0) || sk->sk_err ||
@@ -259,6 +254,6 @@ int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 out:
 	release_sock(sk);
 	if (copied)
-		return discard && !peek ? copied : copied;
+		return copied;
 	return err;
 }

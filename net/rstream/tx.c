@@ -113,7 +113,7 @@ static void rstream_fill_grant(struct rstream_sock *rs,
  * rs->lock held: send the grants and credit updates that are due, as far
  * as control slots allow; a send completion calls again for the rest.
  */
-static void rstream_tx_updates_locked(struct rstream_sock *rs)
+void rstream_tx_updates_locked(struct rstream_sock *rs)
 {
 	while (rstream_can_post(rs)) {
 		enum rstream_rx_update kind = rstream_rx_update_due(&rs->rx);
@@ -374,14 +374,9 @@ int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
 	/* A blocking send on a connection still being set up waits for it. */
 	while (sk->sk_state == TCP_SYN_SENT || sk->sk_state == TCP_SYN_RECV) {
-		if (!timeo) {
-			err = -EAGAIN;
+		err = rstream_may_wait(timeo);
+		if (err)
 			goto out;
-		}
-		if (signal_pending(current)) {
-			err = sock_intr_errno(timeo);
-			goto out;
-		}
 		add_wait_queue(sk_sleep(sk), &wait);
 		sk_wait_event(sk, &timeo, sk->sk_state != TCP_SYN_SENT &&
 			      sk->sk_state != TCP_SYN_RECV, &wait);
@@ -405,14 +400,9 @@ int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		spin_unlock_bh(&rs->lock);
 
 		if (!len) {
-			if (!timeo) {
-				err = -EAGAIN;
+			err = rstream_may_wait(timeo);
+			if (err)
 				break;
-			}
-			if (signal_pending(current)) {
-				err = sock_intr_errno(timeo);
-				break;
-			}
 			add_wait_queue(sk_sleep(sk), &wait);
 			sk_wait_event(sk, &timeo, rstream_tx_error(rs) ||
 				      rstream_tx_writable(rs), &wait);
