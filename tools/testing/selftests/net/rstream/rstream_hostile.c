@@ -22,6 +22,7 @@
 #include <linux/rstream.h>
 
 #include "kselftest_harness.h"
+#include "rstream_util.h"
 
 #define RING		(128 * 1024)
 #define MEM		(RING + 4096)
@@ -53,19 +54,6 @@ struct hostile {
 	void *mem;
 	struct conn_data peer;	/* the kernel's private data, from the REP */
 };
-
-static int family(void)
-{
-	FILE *f = fopen(RSTREAM_FAMILY_SYSFS, "r");
-	int v = AF_RSTREAM;
-
-	if (f) {
-		if (fscanf(f, "%d", &v) != 1)
-			v = AF_RSTREAM;
-		fclose(f);
-	}
-	return v;
-}
 
 /* The next CM event, or -1 after WAIT_MS. */
 static int next_event(struct hostile *h, enum rdma_cm_event_type *type)
@@ -229,7 +217,7 @@ FIXTURE_SETUP(hostile)
 	memset(&self->at, 0, sizeof(self->at));
 	self->at.sin_family = AF_INET;
 	ASSERT_EQ(1, inet_pton(AF_INET, addr, &self->at.sin_addr));
-	self->lfd = socket(family(), SOCK_STREAM, 0);
+	self->lfd = socket(rstream_family(), SOCK_STREAM, 0);
 	ASSERT_LE(0, self->lfd);
 	ASSERT_EQ(0, bind(self->lfd, (struct sockaddr *)&self->at,
 			  sizeof(self->at)));
@@ -237,7 +225,7 @@ FIXTURE_SETUP(hostile)
 	ASSERT_EQ(0, getsockname(self->lfd, (struct sockaddr *)&self->at,
 				 &len));
 
-	c = socket(family(), SOCK_STREAM, 0);
+	c = socket(rstream_family(), SOCK_STREAM, 0);
 	ASSERT_LE(0, c);
 	ASSERT_EQ(0, connect(c, (struct sockaddr *)&self->at,
 			     sizeof(self->at)));
@@ -383,7 +371,7 @@ FIXTURE_SETUP(pdata)
 	memset(&self->at, 0, sizeof(self->at));
 	self->at.sin_family = AF_INET;
 	ASSERT_EQ(1, inet_pton(AF_INET, addr, &self->at.sin_addr));
-	self->lfd = socket(family(), SOCK_STREAM | SOCK_NONBLOCK, 0);
+	self->lfd = socket(rstream_family(), SOCK_STREAM | SOCK_NONBLOCK, 0);
 	ASSERT_LE(0, self->lfd);
 	ASSERT_EQ(0, bind(self->lfd, (struct sockaddr *)&self->at,
 			  sizeof(self->at)));

@@ -142,21 +142,6 @@ open_socket_pins_module() {
 	modprobe rstream || die "cannot load rstream"
 }
 
-driver_unloaded_under_rstream() {
-	rmmod rdma_rxe || die "cannot unload rdma_rxe"
-	wait_listed rxe0 roce no
-	modprobe rdma_rxe || die "cannot load rdma_rxe"
-	rdma link add rxe0 type rxe netdev "$RXE0_NETDEV" ||
-		die "cannot add rxe0 again"
-	wait_listed rxe0 roce yes
-	i=0
-	until rdma link show rxe0/1 | grep -q "state ACTIVE"; do
-		i=$((i + 1))
-		[ $i -gt 100 ] && die "rxe0 port not ACTIVE again"
-		sleep 0.1
-	done
-}
-
 # rxe0 back with its port up, after a case took it away.
 rxe0_back() {
 	rdma link show rxe0/1 >/dev/null 2>&1 ||
@@ -169,6 +154,13 @@ rxe0_back() {
 		[ $i -gt 100 ] && die "rxe0 port not ACTIVE again"
 		sleep 0.1
 	done
+}
+
+driver_unloaded_under_rstream() {
+	rmmod rdma_rxe || die "cannot unload rdma_rxe"
+	wait_listed rxe0 roce no
+	modprobe rdma_rxe || die "cannot load rdma_rxe"
+	rxe0_back
 }
 
 # The device goes while connections and a listener use it: its removal

@@ -19,20 +19,11 @@
 #include <unistd.h>
 #include <linux/rstream.h>
 
+#include "rstream_util.h"
+
 static int family(void)
 {
-	FILE *f;
-	int v = AF_RSTREAM;
-
-	if (getenv("RSTREAM_SMOKE_INET"))
-		return AF_INET;
-	f = fopen(RSTREAM_FAMILY_SYSFS, "r");
-	if (f) {
-		if (fscanf(f, "%d", &v) != 1)
-			v = AF_RSTREAM;
-		fclose(f);
-	}
-	return v;
+	return getenv("RSTREAM_SMOKE_INET") ? AF_INET : rstream_family();
 }
 
 static int addr_of(const char *host, int port, struct sockaddr_storage *ss)

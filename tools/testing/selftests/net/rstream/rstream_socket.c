@@ -19,23 +19,11 @@
 #include <linux/rstream.h>
 
 #include "kselftest_harness.h"
+#include "rstream_util.h"
 
 #ifndef IPPROTO_SCTP
 #define IPPROTO_SCTP 132
 #endif
-
-static int read_int_file(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	int v = -1;
-
-	if (!f)
-		return -1;
-	if (fscanf(f, "%d", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
-}
 
 /* The sockets column of /proc/net/protocols for RSTREAM. */
 static int rstream_sockets_in_use(void)
@@ -57,7 +45,7 @@ static int rstream_sockets_in_use(void)
 
 TEST(family_matches_sysfs)
 {
-	int family = read_int_file(RSTREAM_FAMILY_SYSFS);
+	int family = rstream_read_int(RSTREAM_FAMILY_SYSFS);
 	socklen_t len;
 	int fd, v;
 

@@ -38,6 +38,7 @@
 #include <linux/sockios.h>
 
 #include "kselftest_harness.h"
+#include "rstream_util.h"
 
 /*
  * The harness's TEST_F() wrapper keeps a local across setjmp(); GCC warns
@@ -106,19 +107,6 @@ static long long now_ms(void)
 static void sleep_ms(int ms)
 {
 	usleep(ms * 1000);
-}
-
-static int read_int_file(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	int v = -1;
-
-	if (!f)
-		return -1;
-	if (fscanf(f, "%d", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
 }
 
 /* Helper threads take no signals: the alarm interrupts the test's call. */
@@ -2641,7 +2629,7 @@ TEST(ipv6_v6only_option)
 {
 	struct ep any;
 	int fd = rs_socket(AF_INET6, 0);
-	int def = read_int_file("/proc/sys/net/ipv6/bindv6only");
+	int def = rstream_read_int("/proc/sys/net/ipv6/bindv6only");
 
 	ASSERT_LE(0, fd);
 	ASSERT_LE(0, def);
@@ -2707,7 +2695,7 @@ TEST(rdma_defaults_match_module_params)
 
 		snprintf(path, sizeof(path), "/sys/module/rstream/parameters/%s",
 			 opts[i].param);
-		want = read_int_file(path);
+		want = rstream_read_int(path);
 		ASSERT_LT(0, want) TH_LOG("cannot read %s", path);
 		EXPECT_EQ(want, int_opt(fd, SOL_RDMA, opts[i].opt))
 			TH_LOG("%s", opts[i].param);

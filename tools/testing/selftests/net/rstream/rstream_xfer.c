@@ -53,6 +53,8 @@
 #include <unistd.h>
 #include <linux/rstream.h>
 
+#include "rstream_util.h"
+
 #define MAGIC		0x52535831	/* "RSX1" */
 #define FLAG_BOTH	1
 #define MAX_SIZE	(64ULL << 20)
@@ -183,18 +185,7 @@ static long long verify(const char *buf, size_t len, unsigned long long off,
 
 static int family(int addr_family)
 {
-	FILE *f;
-	int v = AF_RSTREAM;
-
-	if (getenv("RSTREAM_XFER_TCP"))
-		return addr_family;
-	f = fopen(RSTREAM_FAMILY_SYSFS, "r");
-	if (f) {
-		if (fscanf(f, "%d", &v) != 1)
-			v = AF_RSTREAM;
-		fclose(f);
-	}
-	return v;
+	return getenv("RSTREAM_XFER_TCP") ? addr_family : rstream_family();
 }
 
 struct ep {
