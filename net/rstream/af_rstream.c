@@ -242,7 +242,7 @@ static void rstream_reset_for_connect(struct rstream_sock *rs)
 
 	mutex_lock(&rs->cm_lock);
 	id = rs->cm_id;
-	rs->cm_id = NULL;
+	rstream_cm_id_detach(rs);
 	rstream_conn_destroy(rs);
 	mutex_unlock(&rs->cm_lock);
 	if (id)

@@ -213,7 +213,7 @@ void rstream_cm_connect_timeout(struct work_struct *work)
 	mutex_lock(&rs->cm_lock);
 	if (rstream_state(&rs->sk) == TCP_SYN_SENT) {
 		id = rs->cm_id;
-		rs->cm_id = NULL;
+		rstream_cm_id_detach(rs);
 	}
 	mutex_unlock(&rs->cm_lock);
 	if (id) {
@@ -314,7 +314,7 @@ err_unlink:
 err_free:
 	mutex_lock(&child->cm_lock);
 	rstream_conn_destroy(child);
-	child->cm_id = NULL;
+	rstream_cm_id_detach(child);
 	mutex_unlock(&child->cm_lock);
 	id->context = NULL;
 	sock_put(&child->sk);
@@ -386,7 +386,7 @@ static int rstream_cm_device_removal(struct rstream_sock *rs,
 	mutex_lock(&rs->cm_lock);
 	ours = rs->cm_id == id;
 	if (ours)
-		rs->cm_id = NULL;
+		rstream_cm_id_detach(rs);
 	rstream_conn_destroy(rs);
 	mutex_unlock(&rs->cm_lock);
 
@@ -556,7 +556,7 @@ void rstream_cm_drop_id(struct rstream_sock *rs)
 
 	mutex_lock(&rs->cm_lock);
 	id = rs->cm_id;
-	rs->cm_id = NULL;
+	rstream_cm_id_detach(rs);
 	mutex_unlock(&rs->cm_lock);
 	if (id)
 		rdma_destroy_id(id);
@@ -600,7 +600,7 @@ void rstream_cm_close_listener(struct rstream_sock *lrs)
 	rstream_set_state(&lrs->sk, TCP_CLOSE);
 	mutex_lock(&lrs->cm_lock);
 	id = lrs->cm_id;
-	lrs->cm_id = NULL;
+	rstream_cm_id_detach(lrs);
 	mutex_unlock(&lrs->cm_lock);
 	if (id)
 		rdma_destroy_id(id);

@@ -47,13 +47,15 @@ static void rstream_reg_done(struct ib_cq *cq, struct ib_wc *wc)
 static void rstream_qp_event(struct ib_event *event, void *context)
 {
 	struct rstream_sock *rs = context;
-	struct rdma_cm_id *id;
+	unsigned long flags;
 
 	switch (event->event) {
 	case IB_EVENT_COMM_EST:
-		id = READ_ONCE(rs->cm_id);
-		if (id)
-			rdma_notify(id, IB_EVENT_COMM_EST);
+		/* rdma_notify() only takes the CM's spinlock. */
+		spin_lock_irqsave(&rs->qp_event_lock, flags);
+		if (rs->cm_id)
+			rdma_notify(rs->cm_id, IB_EVENT_COMM_EST);
+		spin_unlock_irqrestore(&rs->qp_event_lock, flags);
 		break;
 	case IB_EVENT_SQ_DRAINED:
 	case IB_EVENT_QP_LAST_WQE_REACHED:
@@ -62,6 +64,19 @@ static void rstream_qp_event(struct ib_event *event, void *context)
 		rstream_conn_reset(rs, ECONNRESET, ib_event_msg(event->event));
 		break;
 	}
+}
+
+/*
+ * Forget the connection's id, which the caller is about to destroy, so
+ * that the QP's event handler, which can run until the QP is destroyed,
+ * no longer uses it.  rs->cm_lock held.
+ */
+void rstream_cm_id_detach(struct rstream_sock *rs)
+{
+	lockdep_assert_held(&rs->cm_lock);
+	spin_lock_irq(&rs->qp_event_lock);
+	rs->cm_id = NULL;
+	spin_unlock_irq(&rs->qp_event_lock);
 }
 
 static int rstream_qp_to(struct rstream_sock *rs, struct rdma_cm_id *id,
@@ -353,14 +368,18 @@ static void rstream_teardown_work(struct work_struct *work)
 	mutex_lock(&rs->cm_lock);
 	id = rs->cm_id;
 	if (id && !test_bit(RSTREAM_F_CONNECTED, &rs->flags)) {
-		/* Set-up may be running in the handler: stop it first. */
-		rs->cm_id = NULL;
+		/*
+		 * Set-up may be running in the handler: stop it first.  The
+		 * QP outlives the id here, so its event handler must no
+		 * longer see the id.
+		 */
+		rstream_cm_id_detach(rs);
 		mutex_unlock(&rs->cm_lock);
 		rdma_destroy_id(id);
 		mutex_lock(&rs->cm_lock);
 		id = NULL;
 	}
-	rs->cm_id = NULL;
+	rstream_cm_id_detach(rs);
 	rstream_conn_destroy(rs);
 	mutex_unlock(&rs->cm_lock);
 	/* Connected: the QP is gone first, so no QP event can use the id. */
@@ -383,6 +402,7 @@ void rstream_conn_init(struct rstream_sock *rs)
 {
 	spin_lock_init(&rs->lock);
 	mutex_init(&rs->cm_lock);
+	spin_lock_init(&rs->qp_event_lock);
 	init_completion(&rs->reg_done);
 	init_completion(&rs->disc_done);
 	INIT_WORK(&rs->reset_work, rstream_reset_work);

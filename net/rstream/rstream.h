@@ -148,6 +148,11 @@ struct rstream_sock {
 	 * across rdma_destroy_id(), which waits for the handler.
 	 */
 	struct mutex cm_lock;
+	/*
+	 * Held by the QP event handler (any context) while it uses cm_id,
+	 * and by whoever clears cm_id while the QP may still raise events.
+	 */
+	spinlock_t qp_event_lock;
 	struct completion disc_done;	/* our DISCONNECT has completed */
 	struct work_struct reset_work;
 	struct work_struct teardown_work;
@@ -263,6 +268,7 @@ void rstream_conn_established(struct rstream_sock *rs);
 void rstream_conn_teardown(struct rstream_sock *rs);
 void rstream_conn_init(struct rstream_sock *rs);
 void rstream_conn_free(struct rstream_sock *rs);
+void rstream_cm_id_detach(struct rstream_sock *rs);
 
 /* cm.c: connection management */
 
