@@ -196,13 +196,21 @@ int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	target = sock_rcvlowat(sk, flags & MSG_WAITALL, len);
 
 	while (copied < len) {
+		bool eof;
 		u32 ready;
 		u64 pos;
 
-		/* Pairs with the completion handler: the bytes are there. */
+		/*
+		 * Pairs with the completion handler: the bytes are there.
+		 * The end of stream is read in the same section: the handler
+		 * counts a message's bytes before it handles a SHUTDOWN or
+		 * DISCONNECT behind it, so an end seen here has every byte
+		 * before it in @ready.  Seen later, it could overtake them.
+		 */
 		spin_lock_bh(&rs->lock);
 		ready = rs->rx.written - rs->rx.consumed;
 		pos = rs->rx.consumed + (peek ? copied : 0);
+		eof = rstream_rx_eof(rs);
 		spin_unlock_bh(&rs->lock);
 
 		if (peek)
@@ -224,13 +232,13 @@ int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		}
 		if (copied >= target)
 			break;
-		if (copied && (sk->sk_err || rstream_rx_eof(rs)))
+		if (copied && (sk->sk_err || eof))
 			break;
 		if (sk->sk_err) {
 			err = sock_error(sk);
 			break;
 		}
-		if (rstream_rx_eof(rs)) {
+		if (eof) {
 			/* Dead with an error: the error, not EOF (see reset). */
 			smp_rmb();
 			if (sk->sk_err) {

@@ -1655,6 +1655,58 @@ TEST_F(conn, eof_after_peer_shutdown_wr)
 	expect(_metadata, self->s, "ok");
 }
 
+/* The peer's last byte and its SHUT_WR, sent from a thread of their own. */
+static void *last_byte_then_shutdown(void *arg)
+{
+	int fd = *(int *)arg;
+
+	if (send(fd, "z", 1, MSG_NOSIGNAL) == 1)
+		shutdown(fd, SHUT_WR);
+	return NULL;
+}
+
+/*
+ * A byte followed at once by the peer's SHUTDOWN must be read before the
+ * end of stream, however the reader's calls interleave with the two
+ * arrivals: a reader spinning on MSG_DONTWAIT (half the rounds) or
+ * blocked in recv() (the other half), a fresh connection each round.
+ */
+TEST(eof_never_overtakes_the_last_byte)
+{
+	enum { ROUNDS = 500 };
+	struct ep bound;
+	int l, i;
+
+	guard_init();
+	l = make_listener(_metadata, AF_INET, 0, 8, &bound);
+	for (i = 0; i < ROUNDS; i++) {
+		long long give_up = now_ms() + 10000;
+		bool spin = i % 2;
+		pthread_t tid;
+		char b[2];
+		long r;
+		int c, s;
+
+		c = make_client(_metadata, &bound, 0);
+		s = accept_one(_metadata, l);
+		ASSERT_EQ(0, pthread_create(&tid, NULL,
+					    last_byte_then_shutdown, &s));
+		do
+			r = spin ? recv(c, b, sizeof(b), MSG_DONTWAIT) :
+				   GUARDED(recv(c, b, sizeof(b), 0));
+		while (r < 0 && errno == EAGAIN && now_ms() < give_up);
+		pthread_join(tid, NULL);
+		ASSERT_EQ(1, r) TH_LOG("round %d (%s): recv returned %ld (%s)",
+				       i, spin ? "spinning" : "blocking", r,
+				       r < 0 ? strerror(errno) : "EOF first");
+		ASSERT_EQ('z', b[0]);
+		ASSERT_EQ(0, GUARDED(recv(c, b, sizeof(b), 0)));
+		close(c);
+		close(s);
+	}
+	close(l);
+}
+
 /* The bytes sent before close() all come, then end of stream. */
 TEST_F(conn, eof_after_peer_close)
 {
