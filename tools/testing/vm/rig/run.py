@@ -280,8 +280,12 @@ def judge_guest(guest, plan, section, ktap_output=True):
                           "no end marker")
         elif rc == 137:
             last = re.findall(r"^#\s+RUN\s+(\S+)", out, re.M)
+            timed_out = re.search(rf"^@@SUITE-TIMEOUT {re.escape(name)}\r?$",
+                                  text, re.M)
             section.check(f"{name} finished", False,
-                          f"killed after its {limit} s limit" +
+                          (f"killed after its {limit} s limit" if timed_out
+                           else "killed by SIGKILL before its limit (the "
+                           "OOM killer? see the console log)") +
                           (f"; last test started: {last[-1]}" if last
                            else ""))
         elif ktap_output and rc != 0 and not counts.failed:
