@@ -241,8 +241,7 @@ static void rstream_reset_for_connect(struct rstream_sock *rs)
 		sock_put(sk);
 
 	mutex_lock(&rs->cm_lock);
-	id = rs->cm_id;
-	rstream_cm_id_detach(rs);
+	id = rstream_cm_id_detach(rs);
 	rstream_conn_destroy(rs);
 	mutex_unlock(&rs->cm_lock);
 	if (id)

@@ -211,10 +211,8 @@ void rstream_cm_connect_timeout(struct work_struct *work)
 	struct rdma_cm_id *id = NULL;
 
 	mutex_lock(&rs->cm_lock);
-	if (rstream_state(&rs->sk) == TCP_SYN_SENT) {
-		id = rs->cm_id;
-		rstream_cm_id_detach(rs);
-	}
+	if (rstream_state(&rs->sk) == TCP_SYN_SENT)
+		id = rstream_cm_id_detach(rs);
 	mutex_unlock(&rs->cm_lock);
 	if (id) {
 		rdma_destroy_id(id);
@@ -555,8 +553,7 @@ void rstream_cm_drop_id(struct rstream_sock *rs)
 	struct rdma_cm_id *id;
 
 	mutex_lock(&rs->cm_lock);
-	id = rs->cm_id;
-	rstream_cm_id_detach(rs);
+	id = rstream_cm_id_detach(rs);
 	mutex_unlock(&rs->cm_lock);
 	if (id)
 		rdma_destroy_id(id);
@@ -594,16 +591,10 @@ bool rstream_cm_accept_ready(struct rstream_sock *lrs)
 void rstream_cm_close_listener(struct rstream_sock *lrs)
 {
 	struct rstream_sock *child, *tmp;
-	struct rdma_cm_id *id;
 	LIST_HEAD(orphans);
 
 	rstream_set_state(&lrs->sk, TCP_CLOSE);
-	mutex_lock(&lrs->cm_lock);
-	id = lrs->cm_id;
-	rstream_cm_id_detach(lrs);
-	mutex_unlock(&lrs->cm_lock);
-	if (id)
-		rdma_destroy_id(id);
+	rstream_cm_drop_id(lrs);
 
 	spin_lock(&rstream_accept_lock);
 	list_splice_init(&lrs->embryos, &orphans);

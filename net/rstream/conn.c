@@ -69,14 +69,17 @@ static void rstream_qp_event(struct ib_event *event, void *context)
 /*
  * Forget the connection's id, which the caller is about to destroy, so
  * that the QP's event handler, which can run until the QP is destroyed,
- * no longer uses it.  rs->cm_lock held.
+ * no longer uses it.  Returns the id.  rs->cm_lock held.
  */
-void rstream_cm_id_detach(struct rstream_sock *rs)
+struct rdma_cm_id *rstream_cm_id_detach(struct rstream_sock *rs)
 {
+	struct rdma_cm_id *id = rs->cm_id;
+
 	lockdep_assert_held(&rs->cm_lock);
 	spin_lock_irq(&rs->qp_event_lock);
 	rs->cm_id = NULL;
 	spin_unlock_irq(&rs->qp_event_lock);
+	return id;
 }
 
 static int rstream_qp_to(struct rstream_sock *rs, struct rdma_cm_id *id,
@@ -366,20 +369,18 @@ static void rstream_teardown_work(struct work_struct *work)
 		sock_put(&rs->sk);
 
 	mutex_lock(&rs->cm_lock);
-	id = rs->cm_id;
-	if (id && !test_bit(RSTREAM_F_CONNECTED, &rs->flags)) {
+	if (rs->cm_id && !test_bit(RSTREAM_F_CONNECTED, &rs->flags)) {
 		/*
 		 * Set-up may be running in the handler: stop it first.  The
 		 * QP outlives the id here, so its event handler must no
 		 * longer see the id.
 		 */
-		rstream_cm_id_detach(rs);
+		id = rstream_cm_id_detach(rs);
 		mutex_unlock(&rs->cm_lock);
 		rdma_destroy_id(id);
 		mutex_lock(&rs->cm_lock);
-		id = NULL;
 	}
-	rstream_cm_id_detach(rs);
+	id = rstream_cm_id_detach(rs);
 	rstream_conn_destroy(rs);
 	mutex_unlock(&rs->cm_lock);
 	/* Connected: the QP is gone first, so no QP event can use the id. */

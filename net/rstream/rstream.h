@@ -268,7 +268,7 @@ void rstream_conn_established(struct rstream_sock *rs);
 void rstream_conn_teardown(struct rstream_sock *rs);
 void rstream_conn_init(struct rstream_sock *rs);
 void rstream_conn_free(struct rstream_sock *rs);
-void rstream_cm_id_detach(struct rstream_sock *rs);
+struct rdma_cm_id *rstream_cm_id_detach(struct rstream_sock *rs);
 
 /* cm.c: connection management */
 
