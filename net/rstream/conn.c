@@ -345,6 +345,34 @@ void rstream_conn_reset(struct rstream_sock *rs, int err, const char *why)
 }
 
 /*
+ * Softirq: a work request of the connection failed.  Flushes are expected
+ * once we (a reset, the teardown) or the peer's DREQ moved the QP to the
+ * error state.  A flush before either means the device put the QP there on
+ * its own: soft-RoCE does when it cannot allocate a packet, and raises no
+ * QP event.  Nothing will complete on that QP again, so the connection is
+ * reset here, or both ends would wait for each other forever.
+ */
+void rstream_wc_failed(struct rstream_sock *rs, const struct ib_wc *wc)
+{
+	switch (wc->status) {
+	case IB_WC_WR_FLUSH_ERR:
+		if (test_bit(RSTREAM_F_DEAD, &rs->flags) ||
+		    test_bit(RSTREAM_F_DISC_RECV, &rs->flags))
+			return;
+		rstream_conn_reset(rs, ECONNRESET,
+				   "the device flushed the queue pair");
+		return;
+	case IB_WC_RETRY_EXC_ERR:
+	case IB_WC_RNR_RETRY_EXC_ERR:
+		rstream_conn_reset(rs, ETIMEDOUT, ib_wc_status_msg(wc->status));
+		return;
+	default:
+		rstream_conn_reset(rs, ECONNRESET, ib_wc_status_msg(wc->status));
+		return;
+	}
+}
+
+/*
  * Send our DISCONNECT if the peer may still be listening, so a userspace
  * rsocket peer sees the end of the stream in band, then free everything.
  * Workqueue (process context), holding a reference on the socket.

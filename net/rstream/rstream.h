@@ -262,6 +262,7 @@ int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id);
 int rstream_conn_start(struct rstream_sock *rs, struct rdma_cm_id *id);
 void rstream_conn_destroy(struct rstream_sock *rs);
 void rstream_conn_reset(struct rstream_sock *rs, int err, const char *why);
+void rstream_wc_failed(struct rstream_sock *rs, const struct ib_wc *wc);
 void rstream_conn_build_params(struct rstream_sock *rs,
 			       struct rstream_conn_params *p);
 void rstream_conn_established(struct rstream_sock *rs);

@@ -100,10 +100,7 @@ void rstream_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	int err;
 
 	if (unlikely(wc->status != IB_WC_SUCCESS)) {
-		/* Flushes are normal in teardown; anything else kills it. */
-		if (wc->status != IB_WC_WR_FLUSH_ERR)
-			rstream_conn_reset(rs, ECONNRESET,
-					   ib_wc_status_msg(wc->status));
+		rstream_wc_failed(rs, wc);
 		return;
 	}
 	if (unlikely(wc->opcode != IB_WC_RECV_RDMA_WITH_IMM ||

@@ -205,11 +205,7 @@ void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct rstream_sock *rs = cq->cq_context;
 
 	if (unlikely(wc->status != IB_WC_SUCCESS)) {
-		if (wc->status != IB_WC_WR_FLUSH_ERR)
-			rstream_conn_reset(rs, wc->status == IB_WC_RETRY_EXC_ERR ||
-					   wc->status == IB_WC_RNR_RETRY_EXC_ERR ?
-					   ETIMEDOUT : ECONNRESET,
-					   ib_wc_status_msg(wc->status));
+		rstream_wc_failed(rs, wc);
 		complete_all(&rs->disc_done);
 		return;
 	}

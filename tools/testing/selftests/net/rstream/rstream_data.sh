@@ -71,6 +71,72 @@ ipv6_send_1m_tiny_buffers() { xfer "$ADDR6" 20172 30 -s 1048576 -n 4 -b 4096; }
 ipv6_both_directions() { xfer "$ADDR6" 20173 30 -s 65536 -n 64 -d; }
 ipv6_ten_connections() { xfer "$ADDR6" 20174 30 -c 10 -s 65536 -n 4 -d; }
 
+# The device moves the QP to the error state on its own and raises no
+# event: soft-RoCE does when it cannot allocate a packet.  Every work
+# request then completes as flushed; the connection must be reset, not
+# left with both ends waiting for the other.  failslab fails one
+# allocation made in rxe_init_packet() in the middle of a stream: a data
+# packet or a credit update (the QP fails) or, rarely, an ACK (soft-RoCE
+# sends it again; the next try follows).  One at a time: a failed CM
+# message would break the device's GSI QP for good, and the next
+# connection must work.  Needs fault injection (CONFIG_FAILSLAB with its
+# stack filter): the debug kernel.
+FAILSLAB=/sys/kernel/debug/failslab
+device_fails_a_packet_allocation() {
+	scale=${RSTREAM_TIME_SCALE:-1}
+	# rxe_init_packet's extent: from its address to the next symbol's.
+	range=$(grep '\[rdma_rxe\]$' /proc/kallsyms | sort |
+		awk 'found { print $1; exit } $3 == "rxe_init_packet" { printf "%s ", $1; found = 1 }')
+	set -- $range
+	[ $# -eq 2 ] || die "rxe_init_packet's extent not found in /proc/kallsyms"
+	out=/tmp/device_fails_a_packet_allocation.out
+	mark_log
+	"$DIR/rstream_xfer" loop "$ADDR4" 20181 -T $((300 * scale)) \
+		-s 1048576 -n 100000 > "$out" 2>&1 &
+	xfer=$!
+	sleep $((1 + scale / 2))
+	kill -0 $xfer 2>/dev/null || die "the stream ended before the fault: $(cat "$out")"
+	# No stack dump per failure: the console judge counts them as splats.
+	echo 0 > $FAILSLAB/verbose
+	echo Y > $FAILSLAB/ignore-gfp-wait	# rxe's packets are GFP_ATOMIC
+	echo "0x$1" > $FAILSLAB/require-start
+	echo "0x$2" > $FAILSLAB/require-end
+	echo 8 > $FAILSLAB/stacktrace-depth
+	echo 1 > $FAILSLAB/interval
+	tries=0
+	waited=$((5 * scale))	# the first fault at once
+	while kill -0 $xfer 2>/dev/null; do
+		if [ $waited -ge $((5 * scale)) ]; then
+			[ $tries -ge 5 ] && break
+			tries=$((tries + 1))
+			waited=0
+			echo 1 > $FAILSLAB/times
+			echo 100 > $FAILSLAB/probability
+			i=0
+			while [ "$(cat $FAILSLAB/times)" != 0 ] && [ $i -lt 100 ]; do
+				sleep 0.1
+				i=$((i + 1))
+			done
+			echo 0 > $FAILSLAB/probability
+		fi
+		sleep 1
+		waited=$((waited + 1))
+	done
+	if kill -0 $xfer 2>/dev/null; then
+		kill $xfer
+		die "the stream still runs after $tries failed packet allocations: $(new_log | grep rstream | tail -n 3)"
+	fi
+	wait $xfer && die "the stream survived a flushed queue pair: $(cat "$out")"
+	grep -q "time limit" "$out" && die "$(cat "$out")"
+	new_log | grep -q "reset: the device flushed the queue pair" ||
+		die "no reset logged for the flush: $(new_log | tail -n 5)"
+	echo "ended within ${waited} s of fault $tries: $(grep FAIL "$out" | head -n 1)"
+	# The device and rstream go on: a new connection carries data.
+	xfer "$ADDR4" 20182 30 -s 65536 -n 16
+}
+FAULT_CASES=
+[ -w $FAILSLAB/probability ] && FAULT_CASES=device_fails_a_packet_allocation
+
 run_tests send_1 send_63 send_64 send_65 send_2048 send_4096 send_65535 \
 	send_65536 send_65537 send_1m send_8m \
 	send_1_tiny_buffers send_63_tiny_buffers send_64_tiny_buffers \
@@ -81,4 +147,4 @@ run_tests send_1 send_63 send_64 send_65 send_2048 send_4096 send_65535 \
 	both_directions both_directions_odd_sizes both_directions_tiny_buffers \
 	hundred_connections hundred_connections_both_directions \
 	ipv6_send_65537 ipv6_send_1m_tiny_buffers ipv6_both_directions \
-	ipv6_ten_connections
+	ipv6_ten_connections $FAULT_CASES
