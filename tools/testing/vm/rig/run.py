@@ -20,6 +20,7 @@ from .util import (OUT, REPO, VM_DIR, RigError, fresh_dir, output, run, say,
 
 MODULE_SOURCES = ["Kbuild", "Makefile", "net", "include"]
 SELFTESTS = REPO / "tools" / "testing" / "selftests" / "net" / "rstream"
+TOOLS = REPO / "tools"
 GUEST_LIB = "/usr/lib/rstream"
 KUNIT_LIMIT = 300
 WIRE_LIMIT = 300
@@ -144,7 +145,17 @@ def build_selftests(ksft_dir, section):
               log=log, check=False)
     section.check("kselftests build (-Wall -Wextra -Werror)",
                   res.returncode == 0, tail(log, 5))
-    return inst if res.returncode == 0 else None
+    # rstream(1) goes with them: the interop tests run it against
+    # rdma-core's rstream.
+    tool_log = OUT / "rstream-tool-build.log"
+    tool = run(["make", "-C", TOOLS / "rstream", f"OUTPUT={OUT / 'tools'}"],
+               log=tool_log, check=False)
+    section.check("rstream(1) build (-Wall -Wextra -Werror)",
+                  tool.returncode == 0, tail(tool_log, 5))
+    if res.returncode or tool.returncode:
+        return None
+    shutil.copy2(OUT / "tools" / "rstream", inst / "rstream")
+    return inst
 
 
 # -- guests -------------------------------------------------------------------

@@ -1,0 +1,111 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# Wire interop with rdma-core: our rstream(1) over AF_RSTREAM against
+# rdma-core's rstream over userspace rsockets (librdmacm 44), each end in
+# turn the server, with -T v (every byte checked against the pattern both
+# tools use).  Custom runs of 1 B to 1 MiB transfers on default rings, on
+# 4 KiB rings (-B 4096: many grants, credit starvation) and with blocking
+# calls (-T b); then the default two-connection sequence (latency, then
+# bandwidth) each way; -T s against rdma-core's -T s; a bad command
+# line.  A case fails if either tool fails, prints no
+# result line, or reaches its time limit.
+
+. "$(dirname "$0")/lib.sh"
+
+ADDR4=${RSTREAM_ADDR4:-192.0.2.1}
+OURS=$DIR/rstream
+THEIRS=/usr/bin/rstream
+SCALE=${RSTREAM_TIME_SCALE:-1}
+
+# pair <server tool> <client tool> <port> <limit in s> <options>...:
+# the server in the background, then the client; both must pass.
+pair() {
+	server=$1
+	client=$2
+	port=$3
+	limit=$(($4 * SCALE))
+	shift 4
+	sout=/tmp/interop-server.$port
+	timeout "$limit" "$server" -p "$port" "$@" > "$sout" 2>&1 &
+	spid=$!
+	# rdma-core's tool says nothing until it exits (stdout is a file):
+	# the client tries again while nobody listens yet.
+	tries=0
+	until cout=$(timeout "$limit" "$client" -s "$ADDR4" -f ip -p "$port" "$@" 2>&1); do
+		tries=$((tries + 1))
+		if ! echo "$cout" | grep -q "refused" || [ $tries -ge 50 ]; then
+			kill $spid 2>/dev/null
+			wait $spid
+			die "client $client $* failed (limit ${limit} s): $cout
+server said: $(cat "$sout")"
+		fi
+		sleep 0.2
+	done
+	wait $spid || die "server $server $* failed (limit ${limit} s): $(cat "$sout")
+client said: $cout"
+	lines=$(echo "$cout" | grep -vc '^name')
+	[ "$lines" -ge 1 ] || die "client printed no result: $cout"
+	[ "$(grep -vc '^name' "$sout")" -eq "$lines" ] ||
+		die "server and client results differ: $(cat "$sout") / $cout"
+	echo "$cout" | tail -n +2
+}
+
+custom() {	# custom <direction> <port> <size> <count> <options>...
+	dir=$1
+	port=$2
+	size=$3
+	count=$4
+	shift 4
+	if [ "$dir" = ours_serve ]; then
+		pair "$OURS" "$THEIRS" "$port" 60 -T v -S "$size" -C "$count" "$@"
+	else
+		pair "$THEIRS" "$OURS" "$port" 60 -T v -S "$size" -C "$count" "$@"
+	fi
+}
+
+CASES=
+port=7500
+for dir in ours_serve theirs_serve; do
+	for variant in default small_rings blocking; do
+		case $variant in
+		default) opts= ;;
+		small_rings) opts="-B 4096" ;;
+		blocking) opts="-T b" ;;
+		esac
+		for sc in 1:1000 64:1000 4096:200 65536:50 1048576:10; do
+			size=${sc%:*}
+			count=${sc#*:}
+			port=$((port + 1))
+			name=${dir}_${variant}_${size}
+			eval "$name() { custom $dir $port $size $count $opts; }"
+			CASES="$CASES $name"
+		done
+	done
+done
+
+ours_serve_default_sequence() { pair "$OURS" "$THEIRS" 7591 300 -T v; }
+theirs_serve_default_sequence() { pair "$THEIRS" "$OURS" 7592 300 -T v; }
+
+# -T s: the same test over kernel TCP, against rdma-core's -T s.
+tcp_both_tools() {
+	pair "$OURS" "$THEIRS" 7593 60 -T s -T v -S 65536 -C 100
+	pair "$THEIRS" "$OURS" 7594 60 -T s -T v -S 65536 -C 100
+}
+
+# A bad command line prints the usage and fails; --help succeeds.
+command_line() {
+	for bad in "-T x" "-S abc" "-I 0" "-C -1" "-B 1x" "-f gid" "-q" "extra"; do
+		# shellcheck disable=SC2086 # the options are words
+		if out=$("$OURS" $bad 2>&1); then
+			die "rstream $bad succeeded"
+		fi
+		echo "$out" | grep -q "^usage:" || die "rstream $bad: no usage: $out"
+	done
+	"$OURS" --help | grep -q "^usage:" || die "--help prints no usage"
+	"$OURS" -h > /dev/null || die "-h fails"
+}
+
+# shellcheck disable=SC2086 # the case names are words
+run_tests command_line $CASES tcp_both_tools \
+	ours_serve_default_sequence theirs_serve_default_sequence
