@@ -1,0 +1,370 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rstream_rpeer: one end of an interop scenario, over AF_RSTREAM (the
+ * kernel) or over librdmacm's rsocket API (rsocket, rconnect, rsend,
+ * rrecv, rshutdown, rclose: userspace rsockets, rdma-core's own code).
+ *
+ *   rstream_rpeer server|client kernel|rsocket ADDR PORT SCENARIO [LIMIT]
+ *
+ * Both ends run the same scenario, each with the API it is given, so that
+ * running it twice with the APIs swapped covers both directions:
+ *
+ *   small_sends     the client sends 200,000 sends of 64 bytes; the server
+ *                   checks them and answers one byte
+ *   gib             the same with 1 GiB in 64 KiB sends
+ *   half_close      the client sends 1 MB and shuts its side (SHUT_WR); the
+ *                   server reads up to the end of the stream, then sends
+ *                   1 MB back and closes; the client reads it to the end
+ *   close_in_flight the client sends 4 MiB and closes at once; the server
+ *                   must still read every byte, then the end of stream
+ *   peer_closes_recv  the server blocks in recv(); the client closes after
+ *                   a second: recv() must return 0 or an error at once
+ *   peer_closes_send  the server sends until send() blocks (the client
+ *                   reads nothing); the client closes: send() must fail
+ *
+ * Bytes follow a pattern of their offset, so a lost, repeated or moved
+ * byte is seen where it happens.  With RSTREAM_RPEER_TCP set in the
+ * environment, "kernel" means TCP (to check this program).  Prints "ok: ..." and exits 0, or
+ * "FAIL: ..." and exits 1; LIMIT (default 300 s) bounds the whole run.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/rsocket.h>
+
+#include "rstream_util.h"
+
+struct api {
+	int (*socket)(int domain, int type, int protocol);
+	int (*bind)(int fd, const struct sockaddr *addr, socklen_t len);
+	int (*listen)(int fd, int backlog);
+	int (*accept)(int fd, struct sockaddr *addr, socklen_t *len);
+	int (*connect)(int fd, const struct sockaddr *addr, socklen_t len);
+	ssize_t (*send)(int fd, const void *buf, size_t len, int flags);
+	ssize_t (*recv)(int fd, void *buf, size_t len, int flags);
+	int (*setsockopt)(int fd, int level, int name, const void *val,
+			  socklen_t len);
+	int (*shutdown)(int fd, int how);
+	int (*close)(int fd);
+	int family;		/* 0: the address's own (rsockets) */
+};
+
+static const struct api rsocket_api = {
+	.socket = rsocket, .bind = rbind, .listen = rlisten,
+	.accept = raccept, .connect = rconnect, .send = rsend,
+	.recv = rrecv, .setsockopt = rsetsockopt, .shutdown = rshutdown,
+	.close = rclose,
+};
+
+static struct api kernel_api = {
+	.socket = socket, .bind = bind, .listen = listen,
+	.accept = accept, .connect = connect, .send = send,
+	.recv = recv, .setsockopt = setsockopt, .shutdown = shutdown,
+	.close = close,
+};
+
+static const struct api *api;
+static const char *role;
+
+static void fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("FAIL: %s: ", role);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+	_exit(1);
+}
+
+static void on_alarm(int sig)
+{
+	static const char msg[] = "FAIL: time limit reached\n";
+
+	(void)sig;
+	if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static unsigned char pattern_byte(unsigned long long off)
+{
+	unsigned int x = (unsigned int)(off >> 3) * 2654435761u;
+
+	return (unsigned char)((x >> ((off & 3) * 8)) ^ (off >> 32));
+}
+
+static void fill(unsigned char *p, size_t len, unsigned long long off)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = pattern_byte(off + i);
+}
+
+static void check(const unsigned char *p, size_t len, unsigned long long off)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (p[i] != pattern_byte(off + i))
+			fail("byte %llu is %u, expected %u",
+			     (off + i), p[i],
+			     pattern_byte(off + i));
+}
+
+static void send_all(int fd, const unsigned char *p, size_t len)
+{
+	ssize_t n;
+
+	while (len) {
+		n = api->send(fd, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			fail("send: %s", strerror(errno));
+		p += n;
+		len -= n;
+	}
+}
+
+/* Sends @total bytes of the pattern in sends of @chunk. */
+static void send_stream(int fd, unsigned long long total, size_t chunk)
+{
+	unsigned char *buf = malloc(chunk);
+	unsigned long long off;
+	size_t len;
+
+	if (!buf)
+		fail("out of memory");
+	for (off = 0; off < total; off += len) {
+		len = total - off < chunk ? total - off : chunk;
+		fill(buf, len, off);
+		send_all(fd, buf, len);
+	}
+	free(buf);
+}
+
+/* Reads and checks @total bytes; with @then_eof, the end of stream next. */
+static void recv_stream(int fd, unsigned long long total, int then_eof)
+{
+	static unsigned char buf[1 << 16];
+	unsigned long long off = 0;
+	ssize_t n;
+
+	while (off < total) {
+		size_t want = total - off < sizeof(buf) ? total - off : sizeof(buf);
+
+		n = api->recv(fd, buf, want, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			fail("recv at byte %llu: %s", (unsigned long long)off,
+			     strerror(errno));
+		if (n == 0)
+			fail("end of stream at byte %llu of %llu",
+			     (unsigned long long)off, (unsigned long long)total);
+		check(buf, n, off);
+		off += n;
+	}
+	if (then_eof) {
+		n = api->recv(fd, buf, 1, 0);
+		if (n != 0)
+			fail("expected the end of stream after %llu bytes, got %zd (%s)",
+			     (unsigned long long)total, n,
+			     n < 0 ? strerror(errno) : "data");
+	}
+}
+
+static void expect_byte(int fd)
+{
+	unsigned char c;
+	ssize_t n;
+
+	do {
+		n = api->recv(fd, &c, 1, 0);
+	} while (n < 0 && errno == EINTR);
+	if (n != 1 || c != 'K')
+		fail("no confirmation from the peer (%zd, %s)", n,
+		     n < 0 ? strerror(errno) : "end of stream");
+}
+
+static int open_conn(const char *addr, const char *port, int server)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICHOST }, *ai;
+	int fd, conn, one = 1, ret;
+
+	ret = getaddrinfo(addr, port, &hints, &ai);
+	if (ret)
+		fail("getaddrinfo %s: %s", addr, gai_strerror(ret));
+	fd = api->socket(api->family ? api->family : ai->ai_family,
+			 SOCK_STREAM, 0);
+	if (fd < 0)
+		fail("socket: %s", strerror(errno));
+	if (!server) {
+		/* The server may not listen yet: try for 20 s. */
+		double end = now() + 20;
+
+		while (api->connect(fd, ai->ai_addr, ai->ai_addrlen)) {
+			if (errno != ECONNREFUSED || now() > end)
+				fail("connect: %s", strerror(errno));
+			api->close(fd);
+			usleep(200000);
+			fd = api->socket(api->family ? api->family :
+					 ai->ai_family, SOCK_STREAM, 0);
+			if (fd < 0)
+				fail("socket: %s", strerror(errno));
+		}
+		freeaddrinfo(ai);
+		return fd;
+	}
+	api->setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (api->bind(fd, ai->ai_addr, ai->ai_addrlen) || api->listen(fd, 1))
+		fail("bind/listen %s:%s: %s", addr, port, strerror(errno));
+	freeaddrinfo(ai);
+	printf("listening\n");
+	fflush(stdout);
+	conn = api->accept(fd, NULL, NULL);
+	if (conn < 0)
+		fail("accept: %s", strerror(errno));
+	api->close(fd);
+	return conn;
+}
+
+static void streamed(int fd, int server, unsigned long long total, size_t chunk)
+{
+	double t = now();
+
+	if (server) {
+		recv_stream(fd, total, 0);
+		send_all(fd, (const unsigned char *)"K", 1);
+	} else {
+		send_stream(fd, total, chunk);
+		expect_byte(fd);
+	}
+	t = now() - t;
+	printf("ok: %llu bytes in %zu-byte sends, %.2f s (%.1f MB/s)\n",
+	       (unsigned long long)total, chunk, t, total / t / 1e6);
+}
+
+int main(int argc, char **argv)
+{
+	const char *scenario;
+	int server, fd;
+	double t;
+
+	if (argc < 6 || argc > 7) {
+		fprintf(stderr, "usage: %s server|client kernel|rsocket %s\n",
+			argv[0], "ADDR PORT SCENARIO [LIMIT]");
+		return 2;
+	}
+	role = argv[1];
+	server = !strcmp(role, "server");
+	if (!server && strcmp(role, "client"))
+		return 2;
+	if (!strcmp(argv[2], "kernel")) {
+		/* TCP with RSTREAM_RPEER_TCP set: to check this program. */
+		kernel_api.family = getenv("RSTREAM_RPEER_TCP") ? 0 :
+				    rstream_family();
+		api = &kernel_api;
+	} else if (!strcmp(argv[2], "rsocket")) {
+		api = &rsocket_api;
+	} else {
+		return 2;
+	}
+	scenario = argv[5];
+	signal(SIGALRM, on_alarm);
+	alarm(argc == 7 ? atoi(argv[6]) : 300);
+	signal(SIGPIPE, SIG_IGN);
+
+	fd = open_conn(argv[3], argv[4], server);
+	if (!strcmp(scenario, "small_sends")) {
+		streamed(fd, server, 200000ULL * 64, 64);
+	} else if (!strcmp(scenario, "gib")) {
+		streamed(fd, server, 1ULL << 30, 65536);
+	} else if (!strcmp(scenario, "half_close")) {
+		if (server) {
+			recv_stream(fd, 1000000, 1);
+			send_stream(fd, 1000000, 4096);
+		} else {
+			send_stream(fd, 1000000, 4096);
+			if (api->shutdown(fd, SHUT_WR))
+				fail("shutdown(SHUT_WR): %s", strerror(errno));
+			recv_stream(fd, 1000000, 1);
+		}
+		printf("ok: 1000000 bytes each way around a half-close\n");
+	} else if (!strcmp(scenario, "close_in_flight")) {
+		if (server)
+			recv_stream(fd, 4 << 20, 1);
+		else
+			send_stream(fd, 4 << 20, 65536);
+		printf("ok: 4 MiB, then the end of stream\n");
+	} else if (!strcmp(scenario, "peer_closes_recv")) {
+		if (server) {
+			unsigned char c;
+			ssize_t n;
+
+			t = now();
+			n = api->recv(fd, &c, 1, 0);
+			t = now() - t;
+			if (n > 0)
+				fail("recv returned data");
+			if (t > 15)
+				fail("recv returned only %.1f s after the peer closed", t - 1);
+			printf("ok: recv returned %zd (%s) %.2f s after it blocked\n",
+			       n, n ? strerror(errno) : "end of stream", t);
+		} else {
+			sleep(1);
+		}
+	} else if (!strcmp(scenario, "peer_closes_send")) {
+		if (server) {
+			static unsigned char buf[65536];
+			unsigned long long sent = 0;
+			ssize_t n;
+
+			t = now();
+			for (;;) {
+				n = api->send(fd, buf, sizeof(buf), MSG_NOSIGNAL);
+				if (n < 0 && errno == EINTR)
+					continue;
+				if (n <= 0)
+					break;
+				sent += n;
+				t = now();
+			}
+			t = now() - t;
+			if (t > 15)
+				fail("send failed only %.1f s after the last one went", t);
+			printf("ok: send failed (%s) after %llu bytes, %.2f s %s\n",
+			       strerror(errno), sent, t, "after the last one went");
+		} else {
+			sleep(2);
+		}
+	} else {
+		fail("unknown scenario %s", scenario);
+	}
+	if (api->close(fd))
+		fail("close: %s", strerror(errno));
+	return 0;
+}
