@@ -13,6 +13,8 @@ PACKAGES = [
     # rdma-core in the guests, and for interop tests
     "rdma-core", "ibverbs-utils", "ibverbs-providers", "rdmacm-utils",
     "perftest", "libibverbs-dev", "librdmacm-dev",
+    # an ordinary program run under rdma-core's librspreload.so
+    "netcat-traditional",
 ]
 
 

@@ -36,6 +36,7 @@ HOST_PROGRAMS = [
     "/usr/bin/rping",
     "/usr/bin/ib_write_bw",
     "/usr/bin/ib_write_lat",
+    "/usr/bin/nc.traditional",     # an ordinary program, for the preload
 ]
 KMOD_LINKS = ["modprobe", "insmod", "rmmod", "lsmod", "depmod", "modinfo"]
 # dlopen()ed, so ldd does not list them.
@@ -52,7 +53,8 @@ HOST_FILES = [
 # The packages those come from: a new version makes a new base image.
 HOST_PACKAGES = ["busybox-static", "bash", "kmod", "iproute2", "libc6",
                  "rdma-core", "ibverbs-providers", "ibverbs-utils",
-                 "libibverbs1", "librdmacm1", "rdmacm-utils", "perftest"]
+                 "libibverbs1", "librdmacm1", "rdmacm-utils", "perftest",
+                 "netcat-traditional"]
 
 # Kernel modules the guest may load, with whatever they depend on.  Ones a
 # kernel does not have (siw on Debian's) are left out.  crc32_generic is

@@ -199,6 +199,8 @@ def guest_conf(role, mode, kernel):
         "RSTREAM_SIW_ADDR4": SIW_ADDRESSES[0],
         "RSTREAM_SIW_ADDR6": SIW_ADDRESSES[1],
         "RSTREAM_TIME_SCALE": DEBUG_TIME_SCALE if kernel.debug else 1,
+        # Suites size their volume runs by it (see rstream_interop.sh).
+        "RSTREAM_KERNEL": kernel.name,
         # KASAN's quarantine needs tending (see guest/init).
         "RSTREAM_KASAN": int(kernel.debug),
     }

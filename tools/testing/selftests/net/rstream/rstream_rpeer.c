@@ -9,9 +9,14 @@
  * Both ends run the same scenario, each with the API it is given, so that
  * running it twice with the APIs swapped covers both directions:
  *
- *   small_sends     the client sends 200,000 sends of 64 bytes; the server
- *                   checks them and answers one byte
+ *   small_sends[=N] the client sends N sends of 64 bytes (200,000 unless
+ *                   given); the server checks them and answers one byte
  *   gib             the same with 1 GiB in 64 KiB sends
+ *   mib=N           the same with N MiB in 64 KiB sends
+ *   send_file=PATH  sends the file, shuts its side (SHUT_WR) and reads
+ *                   the peer's stream, discarding it, to its end
+ *   recv_file=PATH  writes what comes to the file, up to the end of
+ *                   stream, then closes
  *   half_close      the client sends 1 MB and shuts its side (SHUT_WR); the
  *                   server reads up to the end of the stream, then sends
  *                   1 MB back and closes; the client reads it to the end
@@ -29,6 +34,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -268,9 +274,65 @@ static void streamed(int fd, int server, unsigned long long total, size_t chunk)
 	       (unsigned long long)total, chunk, t, total / t / 1e6);
 }
 
+/* The file at @path, then SHUT_WR; then the peer's stream to its end. */
+static void send_file(int fd, const char *path)
+{
+	static unsigned char buf[1 << 16];
+	unsigned long long sent = 0, got = 0;
+	int file = open(path, O_RDONLY);
+	ssize_t n;
+
+	if (file < 0)
+		fail("%s: %s", path, strerror(errno));
+	while ((n = read(file, buf, sizeof(buf))) > 0) {
+		send_all(fd, buf, n);
+		sent += n;
+	}
+	if (n < 0)
+		fail("%s: %s", path, strerror(errno));
+	close(file);
+	if (api->shutdown(fd, SHUT_WR))
+		fail("shutdown(SHUT_WR): %s", strerror(errno));
+	while ((n = api->recv(fd, buf, sizeof(buf), 0)) != 0) {
+		if (n < 0 && errno != EINTR)
+			fail("recv after %llu bytes: %s", got, strerror(errno));
+		if (n > 0)
+			got += n;
+	}
+	printf("ok: sent %llu bytes of %s, then got %llu and the end of stream\n",
+	       sent, path, got);
+}
+
+/* What comes, to the file at @path, up to the end of stream. */
+static void recv_file(int fd, const char *path)
+{
+	static unsigned char buf[1 << 16];
+	unsigned long long got = 0;
+	int file = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ssize_t n;
+
+	if (file < 0)
+		fail("%s: %s", path, strerror(errno));
+	while ((n = api->recv(fd, buf, sizeof(buf), 0)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			fail("recv after %llu bytes: %s", got, strerror(errno));
+		if (write(file, buf, n) != n)
+			fail("%s: %s", path, strerror(errno));
+		got += n;
+	}
+	if (close(file))
+		fail("%s: %s", path, strerror(errno));
+	printf("ok: got %llu bytes into %s, then the end of stream\n", got,
+	       path);
+}
+
 int main(int argc, char **argv)
 {
-	const char *scenario;
+	unsigned long long count = 0;
+	const char *scenario, *arg = "";
+	char *eq;
 	int server, fd;
 	double t;
 
@@ -293,16 +355,29 @@ int main(int argc, char **argv)
 	} else {
 		return 2;
 	}
+	/* SCENARIO=ARG: a count or a file, for the scenarios that take one. */
 	scenario = argv[5];
+	eq = strchr(scenario, '=');
+	if (eq) {
+		*eq = '\0';
+		arg = eq + 1;
+		count = strtoull(arg, NULL, 10);
+	}
 	signal(SIGALRM, on_alarm);
 	alarm(argc == 7 ? atoi(argv[6]) : 300);
 	signal(SIGPIPE, SIG_IGN);
 
 	fd = open_conn(argv[3], argv[4], server);
 	if (!strcmp(scenario, "small_sends")) {
-		streamed(fd, server, 200000ULL * 64, 64);
+		streamed(fd, server, (count ? count : 200000ULL) * 64, 64);
 	} else if (!strcmp(scenario, "gib")) {
 		streamed(fd, server, 1ULL << 30, 65536);
+	} else if (!strcmp(scenario, "mib") && count) {
+		streamed(fd, server, count << 20, 65536);
+	} else if (!strcmp(scenario, "send_file") && *arg) {
+		send_file(fd, arg);
+	} else if (!strcmp(scenario, "recv_file") && *arg) {
+		recv_file(fd, arg);
 	} else if (!strcmp(scenario, "half_close")) {
 		if (server) {
 			recv_stream(fd, 1000000, 1);
