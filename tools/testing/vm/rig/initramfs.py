@@ -60,7 +60,7 @@ HOST_PACKAGES = ["busybox-static", "bash", "kmod", "iproute2", "libc6",
 # kernel does not have (siw on Debian's) are left out.  crc32_generic is
 # loaded by name through request_module() when rxe starts.
 GUEST_MODULES = ["rdma_rxe", "siw", "rdma_ucm", "ib_uverbs", "rdma_cm",
-                 "dummy", "virtio_net", "virtio_pci", "crc32_generic",
+                 "dummy", "virtio_net", "virtio_pci", "e1000", "crc32_generic",
                  "configfs"]
 
 

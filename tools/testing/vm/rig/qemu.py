@@ -105,9 +105,10 @@ def listening(port):
         return False
 
 
-def pair_networking(port):
-    """QEMU arguments joining two guests with a TCP socket netdev."""
-    nic = "virtio-net-pci,netdev=wire,mac=52:54:00:72:73:0{}"
+def pair_networking(port, model):
+    """QEMU arguments joining two guests with a TCP socket netdev, each
+    with a NIC of @model."""
+    nic = model + ",netdev=wire,mac=52:54:00:72:73:0{}"
     return ([["-netdev", f"socket,id=wire,listen=127.0.0.1:{port}",
               "-device", nic.format(1)],
              ["-netdev", f"socket,id=wire,connect=127.0.0.1:{port}",
