@@ -35,10 +35,14 @@ pair() {
 	until cout=$(timeout "$limit" "$client" -s "$ADDR4" -f ip -p "$port" "$@" 2>&1); do
 		tries=$((tries + 1))
 		if ! echo "$cout" | grep -q "refused" || [ $tries -ge 50 ]; then
+			# What rdma_cm holds, before the server goes: a
+			# listener that refuses shows here.
+			ids=$(rdma res show cm_id 2>&1)
 			kill $spid 2>/dev/null
 			wait $spid
-			die "client $client $* failed (limit ${limit} s): $cout
-server said: $(cat "$sout")"
+			die "client $client $* failed after $tries tries (limit ${limit} s): $cout
+server said: $(cat "$sout")
+rdma_cm ids: $ids"
 		fi
 		sleep 0.2
 	done
