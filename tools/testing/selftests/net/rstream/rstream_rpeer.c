@@ -359,16 +359,22 @@ int main(int argc, char **argv)
 	scenario = argv[5];
 	eq = strchr(scenario, '=');
 	if (eq) {
+		char *end;
+
 		*eq = '\0';
 		arg = eq + 1;
-		count = strtoull(arg, NULL, 10);
+		/* A count must be all digits and fit once scaled to bytes. */
+		errno = 0;
+		count = strtoull(arg, &end, 10);
+		if (errno || *end || count > (1ULL << 40) / 65536)
+			count = 0;
 	}
 	signal(SIGALRM, on_alarm);
 	alarm(argc == 7 ? atoi(argv[6]) : 300);
 	signal(SIGPIPE, SIG_IGN);
 
 	fd = open_conn(argv[3], argv[4], server);
-	if (!strcmp(scenario, "small_sends")) {
+	if (!strcmp(scenario, "small_sends") && (!eq || count)) {
 		streamed(fd, server, (count ? count : 200000ULL) * 64, 64);
 	} else if (!strcmp(scenario, "gib")) {
 		streamed(fd, server, 1ULL << 30, 65536);
