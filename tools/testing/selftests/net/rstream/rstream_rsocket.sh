@@ -98,6 +98,8 @@ preload_file() {
 	port=$1
 	out=/tmp/preload-file.out.$port
 	sout=/tmp/preload-server.$port
+	# nc's messages apart from the bytes it receives
+	nerr=/tmp/preload-nc-stderr.$port
 	head -c 4194304 /dev/urandom > "$FILE_IN" 2>/dev/null ||
 		die "no test file"
 	rm -f "$out"
@@ -116,7 +118,7 @@ preload_file() {
 	fi
 	if [ "$2" = listen ]; then
 		# shellcheck disable=SC2086 # the options are words
-		preload_nc -l -p "$port" $nc_opts < "$nc_in" > "$nc_out" 2>&1 &
+		preload_nc -l -p "$port" $nc_opts < "$nc_in" > "$nc_out" 2> "$nerr" &
 		npid=$!
 		cout=$("$RPEER" client kernel "$ADDR4" "$port" "$ours" \
 		       "$((60 * SCALE))" 2>&1)
@@ -135,14 +137,14 @@ preload_file() {
 			sleep 0.1
 		done
 		# shellcheck disable=SC2086 # the options are words
-		preload_nc $nc_opts "$ADDR4" "$port" < "$nc_in" > "$nc_out" 2>&1
+		preload_nc $nc_opts "$ADDR4" "$port" < "$nc_in" > "$nc_out" 2> "$nerr"
 		nrc=$?
 		wait $spid
 		crc=$?
 		cout=$(grep -v '^listening' "$sout")
 	fi
 	[ $crc -eq 0 ] && [ $nrc -eq 0 ] ||
-		die "nc.traditional exit $nrc, rstream_rpeer exit $crc: $cout"
+		die "nc.traditional exit $nrc ($(cat "$nerr")), rstream_rpeer exit $crc: $cout"
 	echo "AF_RSTREAM end: $cout"
 	same_file "$out"
 }
