@@ -471,6 +471,8 @@ static __poll_t rstream_poll(struct file *file, struct socket *sock,
 		if (snd_shut || rstream_tx_writable(rs))
 			mask |= EPOLLOUT | EPOLLWRNORM;
 	}
+	/* After the flags: a dead connection's error is set before it dies. */
+	smp_rmb();
 	if (READ_ONCE(sk->sk_err))
 		mask |= EPOLLERR;
 	return mask;

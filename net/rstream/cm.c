@@ -82,16 +82,23 @@ static void rstream_cm_connect_done(struct rstream_sock *rs)
 		sock_put(&rs->sk);
 }
 
-/* Active side set-up failed with @err: free what exists, wake connect(). */
+/*
+ * Active side set-up failed with @err: free what exists, wake connect().
+ * The error goes first: rstream_conn_destroy() marks the connection dead
+ * long before it has freed everything (milliseconds under soft-RoCE), and
+ * a poll() in that window reports it hung up; SO_ERROR must then say why,
+ * or a nonblocking connect() looks made (rstream_poll() pairs the barrier).
+ */
 static void rstream_cm_connect_failed(struct rstream_sock *rs, int err)
 {
 	struct sock *sk = &rs->sk;
 
+	WRITE_ONCE(sk->sk_err, err);
+	smp_wmb();	/* the error before the dead flag; see above */
 	rstream_cm_connect_done(rs);
 	mutex_lock(&rs->cm_lock);
 	rstream_conn_destroy(rs);
 	mutex_unlock(&rs->cm_lock);
-	WRITE_ONCE(sk->sk_err, err);
 	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
 	rstream_set_state(sk, TCP_CLOSE);
 	rstream_wake(sk, EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP);

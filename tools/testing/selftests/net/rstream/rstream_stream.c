@@ -1313,6 +1313,45 @@ TEST_F(addr, connect_refused_nonblocking)
 	close(t);
 }
 
+/*
+ * rstream(1) and rdma-core's rstream poll with a zero timeout in a loop:
+ * whatever poll() says first about a refused connect must carry the
+ * error.  The module once let poll() see the connection dead while it
+ * freed the verbs resources and only then set the error: SO_ERROR read 0,
+ * the tool took the connection as made, and its first send() failed with
+ * "Connection refused".
+ */
+TEST_F_TIMEOUT(addr, connect_refused_busy_poll_sees_the_error, 120)
+{
+	struct ep target;
+	int t = bound_socket(_metadata, &self->host, false, &target);
+	long long start = now_ms();
+	int round;
+
+	for (round = 0; round < 100; round++) {
+		int c = rs_socket(variant->family, SOCK_NONBLOCK);
+		struct pollfd p = { .fd = c, .events = POLLOUT };
+		long long end = now_ms() + PROMPT_MS;
+		int n;
+
+		ASSERT_LE(0, c);
+		ASSERT_EQ(EINPROGRESS,
+			  errno_of(connect(c, SA(&target), target.len)));
+		do {
+			n = poll(&p, 1, 0);
+		} while (n == 0 && now_ms() < end);
+		ASSERT_EQ(1, n) TH_LOG("round %d: no answer after %d ms",
+				       round, PROMPT_MS);
+		ASSERT_EQ(POLLERR, p.revents & POLLERR)
+			TH_LOG("round %d: revents %#x", round, p.revents);
+		ASSERT_EQ(ECONNREFUSED, sock_error(c))
+			TH_LOG("round %d: revents %#x", round, p.revents);
+		close(c);
+	}
+	TH_LOG("100 refused connects in %lld ms", now_ms() - start);
+	close(t);
+}
+
 /* An address no route leads to. */
 TEST_F(addr, connect_no_route_enetunreach)
 {
