@@ -18,8 +18,40 @@ OURS=$DIR/rstream
 THEIRS=/usr/bin/rstream
 SCALE=${RSTREAM_TIME_SCALE:-1}
 
+# listening <port>: something listens on <port>, through rdma_cm (rdma-core's
+# tool and ours over rsockets) or over kernel TCP (-T s).
+listening() {
+	rdma res show cm_id 2>/dev/null | grep "state LISTEN" |
+		grep -q ":$1 " && return 0
+	grep -q "$(printf ':%04X ' "$1")[0-9A-F:]* 0A " \
+		/proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# What the server's processes are doing, what rdma_cm holds, what the
+# kernel said last: printed when a pair fails, so that the failure says
+# which end stopped and where.
+pair_state() {
+	for pid in $spid $(pgrep -P "$spid"); do
+		[ -d "/proc/$pid" ] || continue
+		echo "server pid $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline")"
+		for task in /proc/"$pid"/task/*; do
+			echo "  task ${task##*/}: $(grep '^State' "$task/status")," \
+			     "wchan $(cat "$task/wchan")," \
+			     "syscall $(cut -d' ' -f1-3 "$task/syscall")"
+			sed 's/^/    /' "$task/stack" 2>/dev/null
+		done
+	done
+	echo "rdma_cm ids:"
+	rdma res show cm_id 2>&1 | sed 's/^/  /'
+	echo "kernel log, last lines:"
+	dmesg | tail -n 8 | sed 's/^/  /'
+	echo "server said: $(cat "$sout")"
+}
+
 # pair <server tool> <client tool> <port> <limit in s> <options>...:
-# the server in the background, then the client; both must pass.
+# the server in the background; once it listens, the client; both must
+# pass.  The client runs once: with the server listening, a refused
+# connection is a failure.
 pair() {
 	server=$1
 	client=$2
@@ -30,22 +62,31 @@ pair() {
 	timeout "$limit" "$server" -p "$port" "$@" > "$sout" 2>&1 &
 	spid=$!
 	# rdma-core's tool says nothing until it exits (stdout is a file):
-	# the client tries again while nobody listens yet.
-	tries=0
-	until cout=$(timeout "$limit" "$client" -s "$ADDR4" -f ip -p "$port" "$@" 2>&1); do
-		tries=$((tries + 1))
-		if ! echo "$cout" | grep -q "refused" || [ $tries -ge 50 ]; then
-			# What rdma_cm holds, before the server goes: a
-			# listener that refuses shows here.
-			ids=$(rdma res show cm_id 2>&1)
+	# rdma_cm's table says when it listens.
+	waited=0
+	until listening "$port"; do
+		if ! kill -0 $spid 2>/dev/null; then
+			wait $spid
+			die "server $server $* exited (status $?) before it listened on port $port: $(cat "$sout")"
+		fi
+		waited=$((waited + 1))
+		if [ $waited -gt $((300 * SCALE)) ]; then
+			state=$(pair_state)
 			kill $spid 2>/dev/null
 			wait $spid
-			die "client $client $* failed after $tries tries (limit ${limit} s): $cout
-server said: $(cat "$sout")
-rdma_cm ids: $ids"
+			die "server $server $* not listening on port $port after $((30 * SCALE)) s
+$state"
 		fi
-		sleep 0.2
+		sleep 0.1
 	done
+	if ! cout=$(timeout "$limit" "$client" -s "$ADDR4" -f ip -p "$port" "$@" 2>&1); then
+		state=$(pair_state)
+		kill $spid 2>/dev/null
+		wait $spid
+		die "client $client $* failed with the server listening (limit ${limit} s): $(echo "$cout" | grep -v '^name' | head -n 3 | tr '\n' ' ')
+client said: $cout
+$state"
+	fi
 	wait $spid || die "server $server $* failed (limit ${limit} s): $(cat "$sout")
 client said: $cout"
 	lines=$(echo "$cout" | grep -vc '^name')
