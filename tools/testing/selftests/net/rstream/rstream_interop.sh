@@ -152,7 +152,7 @@ ours_serve_default_sequence_at_a_tenth() { tenth_sequence "$OURS" "$THEIRS" 7801
 theirs_serve_default_sequence_at_a_tenth() { tenth_sequence "$THEIRS" "$OURS" 7811; }
 
 # The debug kernel (KASAN, lockdep, kmemleak, all under TCG) takes 890 s
-# for one default sequence (64_lat alone: 357 s, 1.8 ms a round trip),
+# for one default sequence (64_lat alone: 357 s, 3.6 ms a round trip),
 # against 40-50 s on the stock kernels: there both directions run the
 # same eight runs at a tenth, so that make check stays well inside its
 # time.  The stock kernels run the default sequence itself.
