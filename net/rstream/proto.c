@@ -6,6 +6,7 @@
  * the peer is held to can be tested exhaustively by KUnit; any context,
  * any lock the caller holds.
  */
+#include <asm/barrier.h>
 #include <linux/errno.h>
 #include <linux/kernel.h>
 #include <linux/string.h>
@@ -183,6 +184,30 @@ int rstream_tx_credit_update(struct rstream_tx_state *tx, u32 seq)
 	return 0;
 }
 EXPORT_SYMBOL_IF_KUNIT(rstream_tx_credit_update);
+
+/*
+ * Read the grant the peer wrote into our target array entry @shared into
+ * @entry; false if the entry holds none (length 0).  The peer's RDMA write
+ * may land while we read it (rs->lock does not stop the device), and it
+ * lands in order: address, key, then length, the entry's mark of a grant.
+ * So the length is read first and the rest only after it, as rdma-core's
+ * rsocket does; the other way round a new length could come with the
+ * entry's old address and key (zeros on its first grant), and our next
+ * write would reach the peer with a key it never gave.
+ */
+bool rstream_wire_sge_read(const struct rstream_wire_sge *shared,
+			   struct rstream_wire_sge *entry)
+{
+	entry->length = READ_ONCE(shared->length);
+	if (!entry->length)
+		return false;
+	/* The device wrote address and key before the length. */
+	dma_rmb();
+	entry->addr = READ_ONCE(shared->addr);
+	entry->key = READ_ONCE(shared->key);
+	return true;
+}
+EXPORT_SYMBOL_IF_KUNIT(rstream_wire_sge_read);
 
 /*
  * Load the grant in @entry (a copy of target array entry sge_index) once

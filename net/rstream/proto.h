@@ -149,6 +149,8 @@ struct rstream_tx_state {
 void rstream_tx_init(struct rstream_tx_state *tx,
 		     const struct rstream_conn_params *peer);
 int rstream_tx_credit_update(struct rstream_tx_state *tx, u32 seq);
+bool rstream_wire_sge_read(const struct rstream_wire_sge *shared,
+			   struct rstream_wire_sge *entry);
 bool rstream_tx_take_sge(struct rstream_tx_state *tx,
 			 struct rstream_wire_sge *entry);
 u32 rstream_tx_chunk(const struct rstream_tx_state *tx, u32 want);

@@ -241,9 +241,8 @@ static void rstream_tx_load_sge(struct rstream_sock *rs)
 	off = rs->tx.sge_index * sizeof(*shared);
 	shared = rs->sgl.vaddr + off;
 	rstream_buf_sync_for_cpu(&rs->sgl, off, sizeof(*shared));
-	entry.addr = READ_ONCE(shared->addr);
-	entry.key = READ_ONCE(shared->key);
-	entry.length = READ_ONCE(shared->length);
+	if (!rstream_wire_sge_read(shared, &entry))
+		return;
 	if (rstream_tx_take_sge(&rs->tx, &entry)) {
 		/* A length that turns non-zero again is the next grant. */
 		WRITE_ONCE(shared->length, 0);

@@ -10,7 +10,11 @@
  * are tested exhaustively as the pure functions they are.
  */
 #include <kunit/test.h>
+#include <linux/completion.h>
+#include <linux/cpumask.h>
 #include <linux/kernel.h>
+#include <linux/kthread.h>
+#include <linux/sched.h>
 #include <linux/sizes.h>
 #include <linux/stddef.h>
 #include <linux/string.h>
@@ -1098,6 +1102,79 @@ static void rstream_proto_seq_wrap_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, s.grants + s.credits, 1 + total / 8);
 }
 
+/*
+ * The target array entry, its peer's writes and our reads on two CPUs.
+ * The writer plays the peer's device: once we have taken a grant (length
+ * zeroed), it writes the next one, address, key and length in that order,
+ * as an RDMA write lands; grant i carries i in every field, so a read that
+ * mixes two grants shows.
+ */
+struct rstream_sge_race {
+	struct rstream_wire_sge entry;
+	struct completion started;
+};
+
+static int rstream_sge_race_writer(void *data)
+{
+	struct rstream_sge_race *r = data;
+	u32 i = 0;
+
+	complete(&r->started);
+	while (!kthread_should_stop()) {
+		if (READ_ONCE(r->entry.length)) {
+			cond_resched();
+			continue;
+		}
+		i++;
+		WRITE_ONCE(r->entry.addr, i);
+		smp_wmb();	/* in order, as the device's write lands */
+		WRITE_ONCE(r->entry.key, i);
+		smp_wmb();	/* the length last: it marks the grant */
+		WRITE_ONCE(r->entry.length, i);
+	}
+	return 0;
+}
+
+static void rstream_wire_sge_read_race_test(struct kunit *test)
+{
+	const unsigned long end = jiffies + 3 * HZ;
+	struct rstream_sge_race *r;
+	struct task_struct *writer;
+	u32 grants = 0, torn = 0, spins = 0;
+	struct rstream_wire_sge got, first_torn = {};
+
+	if (num_online_cpus() < 2)
+		kunit_skip(test, "needs two CPUs for the reads to race the writes");
+	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	init_completion(&r->started);
+	writer = kthread_run(rstream_sge_race_writer, r, "rstream_sge_race");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(writer));
+	wait_for_completion(&r->started);
+
+	while (grants < 200000 && time_before(jiffies, end)) {
+		if (!rstream_wire_sge_read(&r->entry, &got)) {
+			if (!(++spins % 1024))
+				cond_resched();
+			continue;
+		}
+		if (got.addr != got.length || got.key != got.length) {
+			if (!torn++)
+				first_torn = got;
+		}
+		grants++;
+		/* Taken: what rstream_tx_load_sge() does next. */
+		WRITE_ONCE(r->entry.length, 0);
+	}
+	kthread_stop(writer);
+
+	kunit_info(test, "%u grants read, %u torn", grants, torn);
+	KUNIT_EXPECT_GT(test, grants, 1000U);
+	KUNIT_EXPECT_EQ_MSG(test, torn, 0U,
+			    "first torn read: addr %llu key %u length %u",
+			    first_torn.addr, first_torn.key, first_torn.length);
+}
+
 static struct kunit_case rstream_proto_test_cases[] = {
 	KUNIT_CASE(rstream_proto_layout_test),
 	KUNIT_CASE(rstream_conn_data_build_test),
@@ -1117,6 +1194,7 @@ static struct kunit_case rstream_proto_test_cases[] = {
 	KUNIT_CASE(rstream_tx_chunk_test),
 	KUNIT_CASE(rstream_tx_consume_test),
 	KUNIT_CASE(rstream_tx_take_sge_test),
+	KUNIT_CASE(rstream_wire_sge_read_race_test),
 	KUNIT_CASE(rstream_tx_credit_update_test),
 	KUNIT_CASE(rstream_proto_simulation_test),
 	KUNIT_CASE(rstream_proto_seq_wrap_test),
