@@ -63,18 +63,19 @@ pair() {
 	spid=$!
 	# rdma-core's tool says nothing until it exits (stdout is a file):
 	# rdma_cm's table says when it listens.
-	waited=0
+	listen_limit=$((30 * SCALE))
+	tenths=0
 	until listening "$port"; do
 		if ! kill -0 $spid 2>/dev/null; then
 			wait $spid
 			die "server $server $* exited (status $?) before it listened on port $port: $(cat "$sout")"
 		fi
-		waited=$((waited + 1))
-		if [ $waited -gt $((300 * SCALE)) ]; then
+		tenths=$((tenths + 1))
+		if [ $tenths -gt $((listen_limit * 10)) ]; then
 			state=$(pair_state)
 			kill $spid 2>/dev/null
 			wait $spid
-			die "server $server $* not listening on port $port after $((30 * SCALE)) s
+			die "server $server $* not listening on port $port after $listen_limit s
 $state"
 		fi
 		sleep 0.1
