@@ -177,7 +177,7 @@ def selftest_plan(inst):
 DEBUG_TIME_SCALE = 8
 # Whole suites on it take 2 to 15 times longer than on a stock kernel, and
 # vary from run to run (the data suite: 450 s in one run, over 900 s in
-# another on the same machine; interop at full volume about 23 min); their
+# another on the same machine; interop at full volume 26 min); their
 # limits, which only stop a hang the per-case limits missed, are tripled.
 DEBUG_SUITE_SCALE = 3
 

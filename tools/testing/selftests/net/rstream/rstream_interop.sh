@@ -22,8 +22,8 @@ SCALE=${RSTREAM_TIME_SCALE:-1}
 # default).  A real RNIC does its work beside them; soft-RoCE does it in
 # kworkers that share the guest's two CPUs with them, and at equal
 # priority got half a CPU where it needed one.  At nice 19 the tools yield:
-# on the debug kernel a 64-byte round trip went from 3.5 to 2.5 ms and
-# 1 MiB transfers 20% faster.
+# on the debug kernel 64-byte round trips went from 3.6 to 3.0-3.2 ms in
+# make check's default sequences (2.5 ms in a short run alone).
 renice -n 19 -p $$ > /dev/null || die "renice failed"
 
 # listening <port>: something listens on <port>, through rdma_cm (rdma-core's
@@ -164,8 +164,8 @@ theirs_serve_default_sequence_at_a_tenth() { tenth_sequence "$THEIRS" "$OURS" 78
 # (RSTREAM_VOLUME=reduced: only on the debug kernel, and only when make
 # check is given RSTREAM_DEBUG_VOLUME=reduced), where both directions run
 # the same eight runs at a tenth.  The debug kernel (KASAN, lockdep,
-# kmemleak, all under TCG) takes about 10 min for one full sequence (64_lat
-# alone: 100,000 round trips of 2.5 ms) against 40-80 s on the stock ones.
+# kmemleak, all under TCG) takes 11-13 min for one full sequence (64_lat
+# alone: 100,000 round trips of 3 ms) against 40-80 s on the stock ones.
 if [ "${RSTREAM_VOLUME:-full}" = reduced ]; then
 	SEQUENCES="ours_serve_default_sequence_at_a_tenth theirs_serve_default_sequence_at_a_tenth"
 else
