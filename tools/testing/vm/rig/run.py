@@ -175,7 +175,7 @@ def selftest_plan(inst):
 # The debug kernel (KASAN, lockdep) moves data about 12 times slower: the
 # data tests scale their time limits by this.
 DEBUG_TIME_SCALE = 8
-# Whole suites on it take 2 to 15 times longer than on a stock kernel, and
+# Whole suites on it take 2 to 17 times longer than on a stock kernel, and
 # vary from run to run (the data suite: 450 s in one run, over 900 s in
 # another on the same machine; interop at full volume 26 min); their
 # limits, which only stop a hang the per-case limits missed, are tripled.
