@@ -196,6 +196,27 @@ def debug_volume():
     return volume
 
 
+# The fuzzer's run, in seconds: longest on the debug kernel, whose checkers
+# (KASAN, lockdep, kmemleak) see what the stock kernels let pass.
+FUZZ_SECONDS = {False: 60, True: 240}
+
+
+def fuzz_seed():
+    """RSTREAM_FUZZ_SEED, to repeat a fuzzer run; empty: a new seed."""
+    seed = os.environ.get("RSTREAM_FUZZ_SEED", "")
+    if seed and not seed.isdigit():
+        raise RigError(f"RSTREAM_FUZZ_SEED={seed}: a decimal number")
+    return seed
+
+
+def suite_filter(plan):
+    """The suites of @plan that RSTREAM_SUITES names (words matched
+    against suite names), for a quicker run while working; all of them
+    when it is unset."""
+    words = os.environ.get("RSTREAM_SUITES", "").split()
+    return [p for p in plan if not words or any(w in p[0] for w in words)]
+
+
 def guest_conf(role, mode, kernel):
     addr4, addr6 = ADDRESSES[role]
     peer = {"a": "b", "b": "a"}.get(role)
@@ -212,6 +233,8 @@ def guest_conf(role, mode, kernel):
         "RSTREAM_VOLUME": debug_volume() if kernel.debug else "full",
         # KASAN's quarantine needs tending (see guest/init).
         "RSTREAM_KASAN": int(kernel.debug),
+        "RSTREAM_FUZZ_SECONDS": FUZZ_SECONDS[kernel.debug],
+        "RSTREAM_FUZZ_SEED": fuzz_seed(),
     }
     return "".join(f"{k}='{v}'\n" for k, v in values.items())
 
@@ -475,10 +498,15 @@ def check(names):
             plan.append(("kunit/rstream_kunit", KUNIT_LIMIT,
                          f"{GUEST_LIB}/guest/kunit.sh rstream_kunit"))
         plan += selftest_plan(selftests)
-        for topology, topo_plan in (
-                ("loopback", plan),
-                ("pair", [("rig/wire", WIRE_LIMIT,
-                           f"{GUEST_LIB}/guest/wire.sh")])):
+        topologies = [(t, suite_filter(p)) for t, p in (
+            ("loopback", plan),
+            ("pair", [("rig/wire", WIRE_LIMIT,
+                       f"{GUEST_LIB}/guest/wire.sh")]))]
+        topologies = [(t, p) for t, p in topologies if p]
+        if not topologies:
+            section.check("RSTREAM_SUITES", False, "names no suite: " +
+                          os.environ.get("RSTREAM_SUITES", ""))
+        for topology, topo_plan in topologies:
             try:
                 run_topology(kernel, modules, selftests, topology,
                              suite_limits(topo_plan, kernel), report)

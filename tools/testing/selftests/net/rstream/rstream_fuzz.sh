@@ -1,0 +1,129 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# The fuzzer: rstream_fuzz makes random socket calls on AF_RSTREAM sockets
+# as an unprivileged user, with real connections checked underneath,
+# while this script removes the RDMA device and adds it back, as root.
+# Afterwards every socket, queue pair and CM id must be gone, the device
+# must carry data again, and the module must unload.  A kernel splat
+# anywhere fails the run (the rig reads the console); so does a call that
+# hangs, which rstream_fuzz names.
+#
+#   RSTREAM_FUZZ_SECONDS  how long (default 60)
+#   RSTREAM_FUZZ_SEED     the seed, to repeat a run (default: from the clock)
+
+. "$(dirname "$0")/lib.sh"
+
+ADDR4=${RSTREAM_ADDR4:-192.0.2.1}
+SCALE=${RSTREAM_TIME_SCALE:-1}
+FUZZ_TIME=${RSTREAM_FUZZ_SECONDS:-60}
+SEED=${RSTREAM_FUZZ_SEED:-$(( $(date +%s) % 1000000007 ))}
+OUT=/tmp/rstream_fuzz.out
+STOP=/tmp/rstream_fuzz.stop
+NETDEV=$(rdma link show rxe0/1 2>/dev/null | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
+
+# rxe0 back, with its port active.
+rxe0_back() {
+	rdma link show rxe0/1 >/dev/null 2>&1 ||
+		rdma link add rxe0 type rxe netdev "$NETDEV" || return 1
+	i=0
+	until rdma link show rxe0/1 2>/dev/null | grep -q "state ACTIVE"; do
+		i=$((i + 1))
+		[ $i -gt 100 ] && return 1
+		sleep 0.1
+	done
+}
+trap 'rxe0_back' EXIT
+
+# The next number of a generator seeded with the fuzzer's seed, in $R.
+next_r() {
+	R=$(( (R * 1103515245 + 12345) % 2147483648 ))
+}
+
+# Remove rxe0 and add it back at random moments until told to stop.  A
+# removal waits for rstream to free everything on the device: one that
+# does not finish in 60 s is a hang, and its stack is shown.
+cycle_device() {
+	R=$SEED
+	n=0
+	while [ ! -e $STOP ]; do
+		next_r
+		sleep "$((R / 7 % 3 + 1)).$((R / 5 % 10))"
+		[ -e $STOP ] && break
+		rdma link delete rxe0 &
+		del=$!
+		i=0
+		while kill -0 $del 2>/dev/null; do
+			i=$((i + 1))
+			if [ $i -gt $((600 * SCALE)) ]; then
+				echo "device removal $n hung; its stack:"
+				cat /proc/$del/stack
+				kill $del
+				return 1
+			fi
+			sleep 0.1
+		done
+		wait $del || { echo "rdma link delete rxe0 failed"; return 1; }
+		n=$((n + 1))
+		next_r
+		sleep "0.$((R / 7 % 10))"
+		rxe0_back || { echo "rxe0 did not come back"; return 1; }
+	done
+	echo "rxe0 removed and added back $n times"
+}
+
+fuzz() {
+	[ -n "$NETDEV" ] || die "no rxe0 in 'rdma link show'"
+	rm -f $STOP
+	echo "seed $SEED (RSTREAM_FUZZ_SEED=$SEED repeats the calls), $FUZZ_TIME s"
+	cycle_device > /tmp/rstream_fuzz.device 2>&1 &
+	cycler=$!
+	"$DIR/rstream_fuzz" -s "$SEED" -t "$FUZZ_TIME" -g $((30 * SCALE)) \
+		-p 21000 > $OUT 2>&1
+	rc=$?
+	touch $STOP
+	wait $cycler
+	crc=$?
+	cat $OUT /tmp/rstream_fuzz.device
+	if [ $rc = 3 ]; then
+		# The kernel's side of each hung call.
+		for t in /proc/[0-9]*/task/*; do
+			grep -qs rstream_fuzz "$t/comm" 2>/dev/null || continue
+			echo "$t: $(cat "$t/wchan")"
+			sed 's/^/  /' "$t/stack"
+		done
+	fi
+	[ $rc = 0 ] || die "rstream_fuzz failed (exit $rc, seed $SEED)"
+	[ $crc = 0 ] || die "the device cycling failed (seed $SEED)"
+}
+
+# Closed sockets finish their teardown in the background (an in-band
+# DISCONNECT, at most 2 s each): wait for the last.
+everything_released() {
+	limit=$((300 * SCALE))
+	i=0
+	while :; do
+		socks=$(awk '$1 == "RSTREAM" { print $3 }' /proc/net/protocols)
+		qps=$(rdma res show qp 2>/dev/null | grep -c 'comm \[rstream\]')
+		ids=$(rdma res show cm_id 2>/dev/null | grep -c 'comm \[rstream\]')
+		[ "$socks" = 0 ] && [ "$qps" = 0 ] && [ "$ids" = 0 ] && break
+		i=$((i + 1))
+		[ $i -gt $limit ] && die "after $((limit / 10)) s: $socks sockets, $qps queue pairs, $ids CM ids of rstream remain"
+		sleep 0.1
+	done
+	echo "all released $((i / 10)) s after the fuzzer ended"
+}
+
+device_carries_data_again() {
+	rxe0_back || die "rxe0 is not back"
+	"$DIR/rstream_xfer" loop "$ADDR4" 21010 -s 65536 -n 64 -d \
+		-T $((60 * SCALE)) || die "no data over a new connection"
+}
+
+module_unloads_and_reloads() {
+	rmmod rstream || die "rstream does not unload after the fuzzer"
+	modprobe rstream || die "rstream does not load again"
+}
+
+run_tests fuzz everything_released device_carries_data_again \
+	module_unloads_and_reloads
