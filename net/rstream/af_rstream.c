@@ -13,12 +13,15 @@
 
 #include <linux/in.h>
 #include <asm/ioctls.h>
+#include <linux/cgroup.h>
 #include <linux/in6.h>
+#include <linux/memcontrol.h>
 #include <linux/module.h>
 #include <linux/net.h>
 #include <linux/socket.h>
 #include <net/net_namespace.h>
 #include <linux/sched/signal.h>
+#include <net/ipv6.h>
 #include <net/sock.h>
 #include <net/tcp_states.h>
 #include <rdma/rdma_cm.h>
@@ -26,10 +29,16 @@
 
 #include "rstream.h"
 
+/* The memory fields: what connections pin is socket memory (mem.c). */
 static struct proto rstream_proto = {
-	.name		= "RSTREAM",
-	.owner		= THIS_MODULE,
-	.obj_size	= sizeof(struct rstream_sock),
+	.name			= "RSTREAM",
+	.owner			= THIS_MODULE,
+	.obj_size		= sizeof(struct rstream_sock),
+	.memory_allocated	= &rstream_memory_allocated,
+	.per_cpu_fw_alloc	= &rstream_memory_per_cpu_fw_alloc,
+	.sysctl_mem		= rstream_sysctl_mem,
+	.sysctl_rmem		= rstream_sysctl_rmem,
+	.sysctl_wmem		= rstream_sysctl_wmem,
 };
 
 /*
@@ -50,7 +59,11 @@ static const char *const rstream_sk_lock_names[2] = {
 /* Every socket, accepted or not, ends here: the in-use count with it. */
 static void rstream_destruct(struct sock *sk)
 {
-	rstream_conn_free(rstream_sk(sk));
+	struct rstream_sock *rs = rstream_sk(sk);
+
+	rstream_conn_free(rs);
+	rstream_mem_uncharge(rs, true);
+	mutex_destroy(&rs->cm_lock);
 	sock_prot_inuse_add(sock_net(sk), &rstream_proto, -1);
 }
 
@@ -106,6 +119,17 @@ struct rstream_sock *rstream_sock_alloc(struct net *net, struct sock *parent,
 		sk->sk_flags = parent->sk_flags & (BIT(SOCK_KEEPOPEN) |
 						   BIT(SOCK_LINGER));
 		sk->sk_lingertime = parent->sk_lingertime;
+#ifdef CONFIG_MEMCG
+		/*
+		 * Charged where the listener is: its owner asked for the
+		 * connections, which pin memory before anyone accepts them.
+		 * The socket's destructor drops the reference.
+		 */
+		if (!sk->sk_memcg && rstream_memcg(parent)) {
+			css_get(&parent->sk_memcg->css);
+			sk->sk_memcg = parent->sk_memcg;
+		}
+#endif
 	} else {
 		/* rsocket's defaults; SO_SNDBUF/SO_RCVBUF may change them. */
 		sk->sk_rcvbuf = rstream_param(RSTREAM_PARAM_MEM);
@@ -142,18 +166,44 @@ static void rstream_fix_sizes(struct rstream_sock *rs)
 	rs->sizes_fixed = true;
 }
 
-static int rstream_check_addr(const struct sockaddr *addr, int addrlen)
+/*
+ * Check a caller's address and copy it into @ss, zeroed first: an IPv6
+ * address may come without its scope id (SIN6_LEN_RFC2133, 24 bytes), and
+ * rdma_cm reads the whole sockaddr_in6.  The core has already copied it in
+ * and capped @addrlen at the size of @ss.
+ */
+static int rstream_copy_addr(struct sockaddr_storage *ss,
+			     const struct sockaddr *addr, int addrlen)
 {
 	if (addrlen < (int)sizeof(addr->sa_family))
 		return -EINVAL;
 	switch (addr->sa_family) {
 	case AF_INET:
-		return addrlen < (int)sizeof(struct sockaddr_in) ? -EINVAL : 0;
+		if (addrlen < (int)sizeof(struct sockaddr_in))
+			return -EINVAL;
+		break;
 	case AF_INET6:
-		return addrlen < SIN6_LEN_RFC2133 ? -EINVAL : 0;
+		if (addrlen < SIN6_LEN_RFC2133)
+			return -EINVAL;
+		break;
 	default:
 		return -EAFNOSUPPORT;
 	}
+	memset(ss, 0, sizeof(*ss));
+	memcpy(ss, addr, min_t(int, addrlen, sizeof(*ss)));
+	return 0;
+}
+
+/* As TCP: a stream cannot go to a multicast or broadcast address. */
+static bool rstream_unicast(const struct sockaddr_storage *ss)
+{
+	const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
+	const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+
+	if (ss->ss_family == AF_INET)
+		return !ipv4_is_multicast(sin->sin_addr.s_addr) &&
+		       !ipv4_is_lbcast(sin->sin_addr.s_addr);
+	return !ipv6_addr_is_multicast(&sin6->sin6_addr);
 }
 
 static int rstream_bind(struct socket *sock, struct sockaddr *addr,
@@ -161,19 +211,82 @@ static int rstream_bind(struct socket *sock, struct sockaddr *addr,
 {
 	struct sock *sk = sock->sk;
 	struct rstream_sock *rs = rstream_sk(sk);
-	struct sockaddr_storage ss = {};
+	struct sockaddr_storage ss;
 	int err;
 
-	err = rstream_check_addr(addr, addrlen);
+	err = rstream_copy_addr(&ss, addr, addrlen);
 	if (err)
 		return err;
-	memcpy(&ss, addr, min_t(int, addrlen, sizeof(ss)));
 	lock_sock(sk);
 	if (rs->bound || sk->sk_state != TCP_CLOSE)
 		err = -EINVAL;
 	else
 		err = rstream_cm_bind(rs, (struct sockaddr *)&ss);
 	release_sock(sk);
+	return err;
+}
+
+/*
+ * Whether the socket must start again before it connects or listens: an
+ * attempt was made, or its CM id went away with its RDMA device (bound
+ * and no id).  Sock lock held.
+ */
+static bool rstream_needs_renew(struct rstream_sock *rs)
+{
+	return rs->flags || rs->sk.sk_shutdown ||
+	       (rs->bound && !READ_ONCE(rs->cm_id));
+}
+
+/*
+ * Start from scratch, as TCP does after a failed attempt: free what the
+ * last attempt left and bind again to the address (and port) it had.
+ * Returns that bind's error: the address may be gone with its device, or
+ * the port taken meanwhile.  Sock lock held.
+ */
+static int rstream_sock_renew(struct rstream_sock *rs)
+{
+	struct sock *sk = &rs->sk;
+	struct rdma_cm_id *id;
+	int err;
+
+	/* Works of the last attempt must not touch this one. */
+	if (cancel_delayed_work_sync(&rs->connect_work))
+		sock_put(sk);
+	if (cancel_work_sync(&rs->reset_work))
+		sock_put(sk);
+
+	mutex_lock(&rs->cm_lock);
+	id = rstream_cm_id_detach(rs);
+	rstream_conn_destroy(rs);
+	mutex_unlock(&rs->cm_lock);
+	if (id)
+		rdma_destroy_id(id);
+	rstream_conn_free(rs);
+	rstream_mem_uncharge(rs, false);
+	rs->flags = 0;
+	reinit_completion(&rs->disc_done);
+	spin_lock_bh(&rs->lock);
+	memset(&rs->rx, 0, sizeof(rs->rx));
+	memset(&rs->tx, 0, sizeof(rs->tx));
+	memset(&rs->sq, 0, sizeof(rs->sq));
+	rs->rmsg_head = 0;
+	rs->rmsg_tail = 0;
+	rs->sq_ctrl = 0;
+	rs->sq_unsignaled = 0;
+	rs->sbuf_head = 0;
+	rs->sbuf_tail = 0;
+	spin_unlock_bh(&rs->lock);
+	WRITE_ONCE(sk->sk_err, 0);
+	WRITE_ONCE(sk->sk_shutdown, 0);
+	if (!rs->bound)
+		return 0;
+	rs->bound = false;
+	err = rstream_cm_bind(rs, (struct sockaddr *)&rs->local_addr);
+	if (err) {
+		/* Still bound in the caller's eyes: the next call tries again. */
+		rstream_cm_drop_id(rs);
+		rs->bound = true;
+	}
 	return err;
 }
 
@@ -193,6 +306,11 @@ static int rstream_listen(struct socket *sock, int backlog)
 	}
 	if (sk->sk_state != TCP_CLOSE)
 		goto out;
+	if (rstream_needs_renew(rs)) {
+		err = rstream_sock_renew(rs);
+		if (err)
+			goto out;
+	}
 	if (!rs->bound) {
 		/* As TCP: an unbound listener gets an ephemeral port on any. */
 		struct sockaddr_in any = { .sin_family = AF_INET };
@@ -228,63 +346,16 @@ static int rstream_wait_connect(struct sock *sk, long *timeo)
 	return err == -EAGAIN ? -EINPROGRESS : err;
 }
 
-/* After a failed attempt, a new connect() starts from scratch, as TCP. */
-static void rstream_reset_for_connect(struct rstream_sock *rs)
-{
-	struct sock *sk = &rs->sk;
-	struct rdma_cm_id *id;
-
-	/* Works of the last attempt must not touch this one. */
-	if (cancel_delayed_work_sync(&rs->connect_work))
-		sock_put(sk);
-	if (cancel_work_sync(&rs->reset_work))
-		sock_put(sk);
-
-	mutex_lock(&rs->cm_lock);
-	id = rstream_cm_id_detach(rs);
-	rstream_conn_destroy(rs);
-	mutex_unlock(&rs->cm_lock);
-	if (id)
-		rdma_destroy_id(id);
-	rstream_buf_free(&rs->ring);
-	rstream_buf_free(&rs->sgl);
-	rstream_buf_free(&rs->sbuf);
-	kvfree(rs->rmsg);
-	rs->rmsg = NULL;
-	kvfree(rs->sq_slots);
-	rs->sq_slots = NULL;
-	rs->flags = 0;
-	reinit_completion(&rs->disc_done);
-	spin_lock_bh(&rs->lock);
-	memset(&rs->rx, 0, sizeof(rs->rx));
-	memset(&rs->tx, 0, sizeof(rs->tx));
-	rs->rmsg_head = 0;
-	rs->rmsg_tail = 0;
-	rs->sq_posted = 0;
-	rs->sq_done = 0;
-	rs->sq_ctrl = 0;
-	rs->sq_unsignaled = 0;
-	rs->sbuf_head = 0;
-	rs->sbuf_tail = 0;
-	spin_unlock_bh(&rs->lock);
-	WRITE_ONCE(sk->sk_err, 0);
-	rs->sk.sk_shutdown = 0;
-	if (rs->bound) {
-		/* Keep the address, let the CM pick a port again if it was 0. */
-		rs->bound = false;
-		rstream_cm_bind(rs, (struct sockaddr *)&rs->local_addr);
-	}
-}
-
 static int rstream_connect(struct socket *sock, struct sockaddr *addr,
 			   int addrlen, int flags)
 {
 	struct sock *sk = sock->sk;
 	struct rstream_sock *rs = rstream_sk(sk);
+	struct sockaddr_storage ss;
 	long timeo;
 	int err;
 
-	err = rstream_check_addr(addr, addrlen);
+	err = rstream_copy_addr(&ss, addr, addrlen);
 	if (err)
 		return err;
 
@@ -314,11 +385,23 @@ static int rstream_connect(struct socket *sock, struct sockaddr *addr,
 			err = -EISCONN;
 			goto out;
 		}
-		if (test_bit(RSTREAM_F_DEAD, &rs->flags) || sk->sk_shutdown ||
-		    rs->flags)
-			rstream_reset_for_connect(rs);
+		if (!rstream_unicast(&ss)) {
+			err = -ENETUNREACH;
+			goto out;
+		}
+		if (rstream_needs_renew(rs)) {
+			err = rstream_sock_renew(rs);
+			if (err)
+				goto out;
+		}
 		rstream_fix_sizes(rs);
-		err = rstream_cm_connect(rs, addr, addrlen);
+		err = rstream_mem_charge(rs);
+		if (err) {
+			net_warn_ratelimited("connection to %pISpc refused: %s\n",
+					     &ss, rstream_mem_limit_text(rs));
+			goto out;
+		}
+		err = rstream_cm_connect(rs, &ss);
 		if (err)
 			goto out;
 		sock->state = SS_CONNECTING;
@@ -365,6 +448,11 @@ static int rstream_accept_common(struct socket *sock, struct socket *newsock,
 			break;
 		if (sk->sk_err) {
 			err = sock_error(sk);
+			break;
+		}
+		/* Its device went away: no connection will come again. */
+		if (!READ_ONCE(rs->cm_id)) {
+			err = -ENODEV;
 			break;
 		}
 		err = rstream_may_wait(timeo);
@@ -450,8 +538,14 @@ static __poll_t rstream_poll(struct file *file, struct socket *sock,
 	__poll_t mask = 0;
 
 	sock_poll_wait(file, sock, wait);
-	if (state == TCP_LISTEN)
-		return rstream_cm_accept_ready(rs) ? EPOLLIN | EPOLLRDNORM : 0;
+	if (state == TCP_LISTEN) {
+		if (rstream_cm_accept_ready(rs))
+			mask |= EPOLLIN | EPOLLRDNORM;
+		/* Its device went away: accept() says so. */
+		if (READ_ONCE(sk->sk_err) || !READ_ONCE(rs->cm_id))
+			mask |= EPOLLERR;
+		return mask;
+	}
 
 	rcv_shut = (shutdown & RCV_SHUTDOWN) ||
 		   test_bit(RSTREAM_F_SHUT_RECV, &rs->flags) ||

@@ -67,6 +67,8 @@ static int rstream_cm_errno(enum rdma_cm_event_type event, int status)
 	case -EHOSTUNREACH:
 	case -EADDRNOTAVAIL:
 	case -ECONNREFUSED:
+	case -ENOBUFS:		/* over a memory limit (mem.c) */
+	case -ENOMEM:
 		return status;
 	case -ENODEV:		/* no RDMA device reaches the address */
 		return -ENETUNREACH;
@@ -130,8 +132,8 @@ static bool rstream_cm_transport_ok(struct rdma_cm_id *id)
 {
 	if (rdma_cap_ib_cm(id->device, id->port_num))
 		return true;
-	net_warn_ratelimited("%s: %s: iWARP connections are not supported\n",
-			     KBUILD_MODNAME, dev_name(&id->device->dev));
+	net_warn_ratelimited("%s: iWARP connections are not supported\n",
+			     dev_name(&id->device->dev));
 	return false;
 }
 
@@ -169,8 +171,8 @@ static void rstream_cm_connect_response(struct rstream_sock *rs,
 				      ev->param.conn.private_data_len,
 				      &rs->peer, &why);
 	if (err) {
-		net_warn_ratelimited("%s: connection to %pISpc refused: %s\n",
-				     KBUILD_MODNAME, &rs->peer_addr, why);
+		net_warn_ratelimited("connection to %pISpc refused: %s\n",
+				     &rs->peer_addr, why);
 		rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
 		rstream_cm_connect_failed(rs, EPROTO);
 		return;
@@ -241,6 +243,7 @@ static int rstream_cm_request(struct rstream_sock *lrs, struct rdma_cm_id *id,
 	struct rstream_conn_params peer;
 	struct rstream_conn_data cd;
 	struct rstream_sock *child;
+	struct mem_cgroup *old_memcg;
 	const char *why = NULL;
 	int err;
 
@@ -252,14 +255,16 @@ static int rstream_cm_request(struct rstream_sock *lrs, struct rdma_cm_id *id,
 				      ev->param.conn.private_data_len,
 				      &peer, &why);
 	if (err) {
-		net_warn_ratelimited("%s: connection from %pISpc rejected: %s\n",
-				     KBUILD_MODNAME, &id->route.addr.dst_addr,
-				     why);
+		net_warn_ratelimited("connection from %pISpc rejected: %s\n",
+				     &id->route.addr.dst_addr, why);
 		rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
 		return 1;
 	}
 
+	/* The child is the listener owner's, as is the memory it pins. */
+	old_memcg = set_active_memcg(rstream_memcg(lsk));
 	child = rstream_sock_alloc(sock_net(lsk), lsk, lsk->sk_kern_sock);
+	set_active_memcg(old_memcg);
 	if (!child) {
 		rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
 		return 1;
@@ -284,6 +289,13 @@ static int rstream_cm_request(struct rstream_sock *lrs, struct rdma_cm_id *id,
 	spin_unlock(&rstream_accept_lock);
 
 	id->context = child;
+	err = rstream_mem_charge(child);
+	if (err) {
+		net_warn_ratelimited("connection from %pISpc rejected: %s\n",
+				     &child->peer_addr,
+				     rstream_mem_limit_text(child));
+		goto err_unlink;
+	}
 	mutex_lock(&child->cm_lock);
 	err = rstream_conn_create(child, id);
 	mutex_unlock(&child->cm_lock);
@@ -385,6 +397,16 @@ static int rstream_cm_device_removal(struct rstream_sock *rs,
 	struct sock *sk = &rs->sk;
 	bool ours;
 
+	/*
+	 * Once the id is detached, a close() or a teardown finds no id to
+	 * wait for and may free the socket at once: it is ours until the
+	 * end.  It is alive here: whoever frees it first destroys the id,
+	 * which waits for this handler.
+	 */
+	sock_hold(sk);
+	/* While it still reads as an embryo, which drops the list's reference. */
+	rstream_cm_embryo_failed(rs);
+
 	/* The error before the connection reads as dead (see rx.c). */
 	if (!READ_ONCE(sk->sk_err))
 		WRITE_ONCE(sk->sk_err, ENODEV);
@@ -400,6 +422,7 @@ static int rstream_cm_device_removal(struct rstream_sock *rs,
 	if (sk->sk_state != TCP_LISTEN)
 		rstream_set_state(sk, TCP_CLOSE);
 	rstream_wake(sk, EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP);
+	sock_put(sk);
 	return ours;
 }
 
@@ -450,8 +473,6 @@ static int rstream_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		rstream_cm_embryo_failed(rs);
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
-		/* While it still reads as an embryo. */
-		rstream_cm_embryo_failed(rs);
 		return rstream_cm_device_removal(rs, id);
 	default:
 		break;
@@ -491,30 +512,49 @@ static int rstream_cm_bind_errno(struct rstream_sock *rs,
 	return err;
 }
 
+/*
+ * The calls below use the socket's id under cm_lock: the handler may
+ * destroy it at any moment when its device goes away (rdma_cm frees it
+ * once the handler returns), and it detaches it under cm_lock first.  An
+ * id that is gone reads as an address no longer there.  rdma_cm's calls
+ * here take its global lock, never an id's handler mutex, so the order
+ * cm_lock -> rdma_cm's lock cannot meet the handler's handler mutex ->
+ * cm_lock in a cycle.
+ */
+
 /* Sock lock held.  @addr is checked by the caller. */
 int rstream_cm_bind(struct rstream_sock *rs, struct sockaddr *addr)
 {
+	struct rdma_cm_id *id;
 	int err;
 
 	err = rstream_cm_ensure_id(rs);
 	if (err)
 		return err;
+	mutex_lock(&rs->cm_lock);
+	id = rs->cm_id;
+	if (!id) {
+		mutex_unlock(&rs->cm_lock);
+		return -EADDRNOTAVAIL;
+	}
 	if (rs->sk.sk_reuse)
-		rdma_set_reuseaddr(rs->cm_id, 1);
+		rdma_set_reuseaddr(id, 1);
 	if (addr->sa_family == AF_INET6 && rs->sk.sk_ipv6only)
-		rdma_set_afonly(rs->cm_id, 1);
-	err = rdma_bind_addr(rs->cm_id, addr);
+		rdma_set_afonly(id, 1);
+	err = rdma_bind_addr(id, addr);
+	if (!err)
+		memcpy(&rs->local_addr, &id->route.addr.src_addr,
+		       sizeof(rs->local_addr));
+	mutex_unlock(&rs->cm_lock);
 	if (err)
 		return rstream_cm_bind_errno(rs, addr, err);
-	memcpy(&rs->local_addr, &rs->cm_id->route.addr.src_addr,
-	       sizeof(rs->local_addr));
 	rs->bound = true;
 	return 0;
 }
 
 /* Sock lock held: start resolving; the handler carries on from there. */
-int rstream_cm_connect(struct rstream_sock *rs, struct sockaddr *addr,
-		       int addrlen)
+int rstream_cm_connect(struct rstream_sock *rs,
+		       const struct sockaddr_storage *addr)
 {
 	struct sockaddr *src = NULL;
 	int err;
@@ -524,15 +564,18 @@ int rstream_cm_connect(struct rstream_sock *rs, struct sockaddr *addr,
 		return err;
 	if (rs->bound)
 		src = (struct sockaddr *)&rs->local_addr;
-	memset(&rs->peer_addr, 0, sizeof(rs->peer_addr));
-	memcpy(&rs->peer_addr, addr, addrlen);
+	memcpy(&rs->peer_addr, addr, sizeof(rs->peer_addr));
 	rstream_set_state(&rs->sk, TCP_SYN_SENT);
 	sock_hold(&rs->sk);
 	if (!queue_delayed_work(rstream_wq, &rs->connect_work,
 				RSTREAM_CONNECT_TIMEOUT))
 		sock_put(&rs->sk);
-	err = rdma_resolve_addr(rs->cm_id, src, addr,
-				RSTREAM_RESOLVE_TIMEOUT_MS);
+	mutex_lock(&rs->cm_lock);
+	err = rs->cm_id ? rdma_resolve_addr(rs->cm_id, src,
+					    (struct sockaddr *)&rs->peer_addr,
+					    RSTREAM_RESOLVE_TIMEOUT_MS) :
+			  -EADDRNOTAVAIL;
+	mutex_unlock(&rs->cm_lock);
 	if (err) {
 		rstream_cm_connect_done(rs);
 		rstream_set_state(&rs->sk, TCP_CLOSE);
@@ -546,7 +589,9 @@ int rstream_cm_listen(struct rstream_sock *rs, int backlog)
 {
 	int err;
 
-	err = rdma_listen(rs->cm_id, backlog);
+	mutex_lock(&rs->cm_lock);
+	err = rs->cm_id ? rdma_listen(rs->cm_id, backlog) : -EADDRNOTAVAIL;
+	mutex_unlock(&rs->cm_lock);
 	if (err)
 		return err;
 	WRITE_ONCE(rs->sk.sk_max_ack_backlog, backlog);

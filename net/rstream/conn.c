@@ -23,7 +23,6 @@
 
 #define RSTREAM_REG_WRS		3	/* ring, target SGL, staging */
 #define RSTREAM_DRAIN_WRS	1	/* ib_drain_qp()'s marker */
-#define RSTREAM_CTRL_BYTES	(RSTREAM_CTRL_SLOTS * sizeof(struct rstream_wire_sge))
 #define RSTREAM_REG_TIMEOUT	(5 * HZ)
 #define RSTREAM_DISC_TIMEOUT	(2 * HZ)
 
@@ -82,6 +81,12 @@ struct rdma_cm_id *rstream_cm_id_detach(struct rstream_sock *rs)
 	return id;
 }
 
+/*
+ * Move the QP to @state with the attributes rdma_cm gives for it.  Once
+ * the QP has left RESET it must be drained before it is destroyed, and
+ * only then: a drain moves it to the error state, which RESET cannot go
+ * to (ib_drain_qp() warns).
+ */
 static int rstream_qp_to(struct rstream_sock *rs, struct rdma_cm_id *id,
 			 enum ib_qp_state state)
 {
@@ -89,40 +94,71 @@ static int rstream_qp_to(struct rstream_sock *rs, struct rdma_cm_id *id,
 	int mask, err;
 
 	err = rdma_init_qp_attr(id, &attr, &mask);
-	if (err)
-		return err;
-	return ib_modify_qp(rs->qp, &attr, mask);
+	if (!err)
+		err = ib_modify_qp(rs->qp, &attr, mask);
+	if (!err)
+		set_bit(RSTREAM_F_QP_LIVE, &rs->flags);
+	return err;
+}
+
+/* Entries of the completion queue: every kind of work request in flight. */
+u32 rstream_conn_cq_entries(u32 sq_size, u32 rq_size)
+{
+	return sq_size + rq_size + RSTREAM_CTRL_SLOTS + RSTREAM_REG_WRS +
+	       2 * RSTREAM_DRAIN_WRS;
+}
+
+/*
+ * The queue sizes the socket asked for (RDMA_SQSIZE, RDMA_RQSIZE, up to
+ * 65534 each), cut down to what the device allows: its largest queue and
+ * its largest completion queue, which holds both.
+ */
+static void rstream_conn_fit_queues(struct rstream_sock *rs,
+				    const struct ib_device_attr *attrs)
+{
+	u32 max_wr = max_t(u32, attrs->max_qp_wr, RSTREAM_QP_MIN + 8) - 8;
+	u32 max_cqe = attrs->max_cqe, half;
+
+	rs->sq_size = clamp_t(u32, rs->sq_size, RSTREAM_QP_MIN, max_wr);
+	rs->rq_size = clamp_t(u32, rs->rq_size, RSTREAM_QP_MIN, max_wr);
+	if (rstream_conn_cq_entries(rs->sq_size, rs->rq_size) <= max_cqe)
+		return;
+	/* Share the completion queue between the two, each its half. */
+	half = (max_t(u32, max_cqe, rstream_conn_cq_entries(2 * RSTREAM_QP_MIN, 0)) -
+		rstream_conn_cq_entries(0, 0)) / 2;
+	rs->sq_size = clamp_t(u32, rs->sq_size, RSTREAM_QP_MIN, half);
+	rs->rq_size = clamp_t(u32, rs->rq_size, RSTREAM_QP_MIN, half);
 }
 
 /*
  * Create the PD, CQ, QP and the three regions of a connection on the
- * device rdma_cm chose for @id, and post the receives.  CM handler.
+ * device rdma_cm chose for @id, and post the receives.  On an error the
+ * caller frees what exists, once, with rstream_conn_destroy().  The socket
+ * has been charged for all of it (mem.c); what is allocated here also
+ * counts against the socket's memory cgroup.  CM handler.
  */
 int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id)
 {
 	struct ib_device *ibdev = id->device;
 	struct ib_qp_init_attr attr = {};
-	u32 max_wr = ibdev->attrs.max_qp_wr;
+	struct mem_cgroup *old_memcg;
 	int err;
 
-	rs->sq_size = clamp_t(u32, rs->sq_size, RSTREAM_QP_MIN,
-			      max_t(u32, max_wr, RSTREAM_QP_MIN + 8) - 8);
-	rs->rq_size = clamp_t(u32, rs->rq_size, RSTREAM_QP_MIN,
-			      max_t(u32, max_wr, RSTREAM_QP_MIN + 8) - 8);
-
+	rstream_conn_fit_queues(rs, &ibdev->attrs);
+	old_memcg = set_active_memcg(rstream_memcg(&rs->sk));
 	rs->pd = ib_alloc_pd(ibdev, 0);
 	if (IS_ERR(rs->pd)) {
 		err = PTR_ERR(rs->pd);
 		rs->pd = NULL;
-		return err;
+		goto out;
 	}
-	rs->cq = ib_alloc_cq(ibdev, rs, rs->sq_size + rs->rq_size +
-			     RSTREAM_CTRL_SLOTS + RSTREAM_REG_WRS +
-			     2 * RSTREAM_DRAIN_WRS, 0, IB_POLL_SOFTIRQ);
+	rs->cq = ib_alloc_cq(ibdev, rs,
+			     rstream_conn_cq_entries(rs->sq_size, rs->rq_size), 0,
+			     IB_POLL_SOFTIRQ);
 	if (IS_ERR(rs->cq)) {
 		err = PTR_ERR(rs->cq);
 		rs->cq = NULL;
-		goto err;
+		goto out;
 	}
 
 	attr.event_handler = rstream_qp_event;
@@ -146,7 +182,7 @@ int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id)
 	if (IS_ERR(rs->qp)) {
 		err = PTR_ERR(rs->qp);
 		rs->qp = NULL;
-		goto err;
+		goto out;
 	}
 	rs->inline_size = attr.cap.max_inline_data;
 
@@ -154,25 +190,27 @@ int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id)
 				DMA_FROM_DEVICE,
 				IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE);
 	if (err)
-		goto err;
-	err = rstream_buf_alloc(&rs->sgl, rs->pd,
-				RSTREAM_SGL_ENTRIES * sizeof(struct rstream_wire_sge),
+		goto out;
+	err = rstream_buf_alloc(&rs->sgl, rs->pd, RSTREAM_SGL_BYTES,
 				DMA_BIDIRECTIONAL,
 				IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE);
 	if (err)
-		goto err;
+		goto out;
 	err = rstream_buf_alloc(&rs->sbuf, rs->pd,
 				rs->sbuf_size + RSTREAM_CTRL_BYTES,
 				DMA_TO_DEVICE, IB_ACCESS_LOCAL_WRITE);
 	if (err)
-		goto err;
+		goto out;
 
 	rs->rmsg_size = rs->rq_size + 1;
-	rs->rmsg = kvcalloc(rs->rmsg_size, sizeof(*rs->rmsg), GFP_KERNEL);
-	rs->sq_slots = kvcalloc(rs->sq_size, sizeof(*rs->sq_slots), GFP_KERNEL);
-	if (!rs->rmsg || !rs->sq_slots) {
+	rs->rmsg = kvcalloc(rs->rmsg_size, sizeof(*rs->rmsg),
+			    GFP_KERNEL_ACCOUNT);
+	rs->sq.mask = rstream_sq_nslots(rs->sq_size) - 1;
+	rs->sq.slots = kvcalloc(rs->sq.mask + 1, sizeof(*rs->sq.slots),
+				GFP_KERNEL_ACCOUNT);
+	if (!rs->rmsg || !rs->sq.slots) {
 		err = -ENOMEM;
-		goto err;
+		goto out;
 	}
 
 	rs->send_cqe.done = rstream_send_done;
@@ -181,15 +219,10 @@ int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id)
 	set_bit(RSTREAM_F_VERBS, &rs->flags);
 
 	err = rstream_qp_to(rs, id, IB_QPS_INIT);
-	if (err)
-		goto err;
-	err = rstream_post_recvs(rs, rs->rq_size + RSTREAM_CTRL_SLOTS);
-	if (err)
-		goto err;
-	return 0;
-
-err:
-	rstream_conn_destroy(rs);
+	if (!err)
+		err = rstream_post_recvs(rs, rs->rq_size + RSTREAM_CTRL_SLOTS);
+out:
+	set_active_memcg(old_memcg);
 	return err;
 }
 
@@ -278,7 +311,7 @@ void rstream_conn_destroy(struct rstream_sock *rs)
 	spin_unlock_bh(&rs->lock);
 
 	if (rs->qp) {
-		if (test_bit(RSTREAM_F_VERBS, &rs->flags))
+		if (test_and_clear_bit(RSTREAM_F_QP_LIVE, &rs->flags))
 			ib_drain_qp(rs->qp);
 		ib_destroy_qp(rs->qp);
 		rs->qp = NULL;
@@ -335,9 +368,8 @@ void rstream_conn_reset(struct rstream_sock *rs, int err, const char *why)
 		WRITE_ONCE(sk->sk_err, err);
 	if (test_and_set_bit(RSTREAM_F_DEAD, &rs->flags))
 		return;
-	net_warn_ratelimited("%s: connection %pISpc -> %pISpc reset: %s\n",
-			     KBUILD_MODNAME, &rs->local_addr, &rs->peer_addr,
-			     why);
+	net_warn_ratelimited("connection %pISpc -> %pISpc reset: %s\n",
+			     &rs->local_addr, &rs->peer_addr, why);
 	sock_hold(sk);
 	if (!queue_work(rstream_wq, &rs->reset_work))
 		sock_put(sk);
@@ -442,13 +474,18 @@ void rstream_conn_init(struct rstream_sock *rs)
 	INIT_LIST_HEAD(&rs->accept_node);
 }
 
-/* From the socket's destructor: nothing else can reach it any more. */
+/*
+ * The memory of a connection that is over (after rstream_conn_destroy()):
+ * from the socket's destructor, when nothing else can reach it, or when
+ * the socket starts again (sock lock).  The caller gives back the charge.
+ */
 void rstream_conn_free(struct rstream_sock *rs)
 {
 	rstream_buf_free(&rs->ring);
 	rstream_buf_free(&rs->sgl);
 	rstream_buf_free(&rs->sbuf);
 	kvfree(rs->rmsg);
-	kvfree(rs->sq_slots);
-	mutex_destroy(&rs->cm_lock);
+	rs->rmsg = NULL;
+	kvfree(rs->sq.slots);
+	rs->sq.slots = NULL;
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Module parameters: the address family number and the defaults that size
- * each new socket, with rsocket(7)'s default values.
+ * Module parameters: the address family number, the defaults that size
+ * each new socket, with rsocket(7)'s default values, and the limit of what
+ * all connections together may pin.
  *
  * Every value is range-checked when it is set, at load time (modprobe
  * arguments: a bad one fails the load) and through sysfs afterwards (a bad
@@ -34,6 +35,8 @@
 #define RSTREAM_MEM_DEFAULT	(128U << 10)
 #define RSTREAM_QP_DEFAULT_SIZE	384
 #define RSTREAM_INLINE_DEFAULT	64
+/* Pages; 0 takes a quarter of the RAM (mem.c). */
+#define RSTREAM_MEM_LIMIT_MAX	(UINT_MAX - 1)
 
 /*
  * Family numbers below AF_MAX that no socket family of Linux 6.1 or 6.12
@@ -79,6 +82,10 @@ struct rstream_param rstream_params[RSTREAM_PARAM_COUNT] = {
 		.name = "inline_default", .value = RSTREAM_INLINE_DEFAULT,
 		.dflt = RSTREAM_INLINE_DEFAULT,
 		.min = RSTREAM_MIN_INLINE, .max = RSTREAM_QP_MAX_SIZE,
+	},
+	[RSTREAM_PARAM_MEM_LIMIT] = {
+		.name = "mem_limit", .value = 0, .dflt = 0,
+		.min = 0, .max = RSTREAM_MEM_LIMIT_MAX,
 	},
 };
 EXPORT_SYMBOL_IF_KUNIT(rstream_params);
@@ -179,3 +186,8 @@ module_param_cb(inline_default, &rstream_param_ops,
 		&rstream_params[RSTREAM_PARAM_INLINE], 0644);
 MODULE_PARM_DESC(inline_default,
 		 "largest send posted inline, in bytes (16..65534, default 64); SOL_RDMA RDMA_INLINE overrides");
+
+module_param_cb(mem_limit, &rstream_param_ops,
+		&rstream_params[RSTREAM_PARAM_MEM_LIMIT], 0644);
+MODULE_PARM_DESC(mem_limit,
+		 "pages all connections together may pin: rings, target arrays, queues (default 0: a quarter of the RAM); a connection over it is refused with ENOBUFS");

@@ -13,6 +13,7 @@
 #define _NET_RSTREAM_PROTO_H
 
 #include <linux/build_bug.h>
+#include <linux/log2.h>
 #include <linux/types.h>
 
 #define RSTREAM_PROTO_VERSION	1
@@ -159,6 +160,52 @@ void rstream_tx_consume(struct rstream_tx_state *tx, u32 len);
 static inline bool rstream_tx_has_credit(const struct rstream_tx_state *tx)
 {
 	return tx->sseq_no != tx->sseq_comp;
+}
+
+/*
+ * The send queue's bookkeeping: one slot per work request in flight, in
+ * posting order, found from free-running 32-bit counters.  The slot array
+ * has a power-of-two size no smaller than the queue, so that a counter
+ * names the same slot before and after it wraps at 2^32; with any other
+ * size the slot index jumps at the wrap and a new post could take the slot
+ * of a write still in flight.
+ */
+struct rstream_sq_slot {
+	u64 sbuf_end;		/* staging bytes released by its completion */
+	u8 signaled;
+	u8 ctrl;		/* counts against the control slots */
+};
+
+struct rstream_sq_ring {
+	struct rstream_sq_slot *slots;
+	u32 mask;		/* number of slots - 1 */
+	u32 posted;		/* work requests posted, ever */
+	u32 done;		/* of those, completed */
+};
+
+/* How many slots a send queue of @sq_size entries needs. */
+static inline u32 rstream_sq_nslots(u32 sq_size)
+{
+	return roundup_pow_of_two(sq_size);
+}
+
+static inline u32 rstream_sq_inflight(const struct rstream_sq_ring *sq)
+{
+	return sq->posted - sq->done;
+}
+
+/* The slot the next post takes. */
+static inline struct rstream_sq_slot *
+rstream_sq_head(const struct rstream_sq_ring *sq)
+{
+	return &sq->slots[sq->posted & sq->mask];
+}
+
+/* The slot of the oldest work request still in flight. */
+static inline struct rstream_sq_slot *
+rstream_sq_tail(const struct rstream_sq_ring *sq)
+{
+	return &sq->slots[sq->done & sq->mask];
 }
 
 /* Grant entries go to the peer's entries 1, 0, 1, 0, ... */

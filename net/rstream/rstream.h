@@ -25,6 +25,7 @@
 #endif
 
 struct seq_file;
+struct mem_cgroup;
 
 #define RSTREAM_VERSION		"0.1.0"
 
@@ -52,16 +53,14 @@ struct rstream_buf {
 	int access;		/* IB_ACCESS_* granted by the registration */
 };
 
-/* One send queue entry, in posting order (sq_posted modulo sq_size). */
-struct rstream_sq_slot {
-	u64 sbuf_end;		/* staging bytes released by its completion */
-	u8 signaled;
-	u8 ctrl;		/* counts against the control slots */
-};
+/* The target array the peer writes its grants into, and our grants' room. */
+#define RSTREAM_SGL_BYTES	(RSTREAM_SGL_ENTRIES * sizeof(struct rstream_wire_sge))
+#define RSTREAM_CTRL_BYTES	(RSTREAM_CTRL_SLOTS * sizeof(struct rstream_wire_sge))
 
 /* Connection flags, in rstream_sock.flags (atomic bitops). */
 enum {
 	RSTREAM_F_VERBS,	/* QP, CQ, MRs exist */
+	RSTREAM_F_QP_LIVE,	/* the QP left RESET: drain before destroying */
 	RSTREAM_F_CONNECTED,	/* data may move (QP in RTS, peer known) */
 	RSTREAM_F_DEAD,		/* no more posting: reset, error or teardown */
 	RSTREAM_F_DISC_SENT,	/* our DISCONNECT is posted */
@@ -81,6 +80,7 @@ struct rstream_sock {
 	u16 rq_size;
 	u16 inline_size;
 	bool sizes_fixed;	/* SOL_RDMA options refused from now on */
+	int mem_charged;	/* bytes charged to the socket (mem.c) */
 	bool nodelay;		/* TCP_NODELAY: accepted, as by rsocket */
 
 	/* Addresses, for getsockname/getpeername. */
@@ -132,9 +132,7 @@ struct rstream_sock {
 	u32 rmsg_size;
 	u32 rmsg_head;
 	u32 rmsg_tail;
-	struct rstream_sq_slot *sq_slots;
-	u32 sq_posted;
-	u32 sq_done;
+	struct rstream_sq_ring sq;
 	u32 sq_ctrl;			/* control messages in flight */
 	u32 sq_unsignaled;		/* data WRs since the last signaled */
 	u32 disc_seq;			/* SQ sequence of our DISCONNECT */
@@ -207,6 +205,7 @@ enum rstream_param_id {
 	RSTREAM_PARAM_SQSIZE,
 	RSTREAM_PARAM_RQSIZE,
 	RSTREAM_PARAM_INLINE,
+	RSTREAM_PARAM_MEM_LIMIT,
 	RSTREAM_PARAM_COUNT
 };
 
@@ -254,10 +253,29 @@ void rstream_buf_sync_for_device(struct rstream_buf *buf, size_t off,
 				 size_t len);
 u64 rstream_buf_iova(const struct rstream_buf *buf, size_t off);
 
+/* mem.c: what connections pin, charged to their sockets */
+
+extern atomic_long_t rstream_memory_allocated;
+DECLARE_PER_CPU(int, rstream_memory_per_cpu_fw_alloc);
+extern long rstream_sysctl_mem[3];
+extern int rstream_sysctl_rmem[3];
+extern int rstream_sysctl_wmem[3];
+
+int rstream_mem_charge(struct rstream_sock *rs);
+void rstream_mem_uncharge(struct rstream_sock *rs, bool final);
+const char *rstream_mem_limit_text(const struct rstream_sock *rs);
+
+/* The memory cgroup a socket's memory is charged to, if any. */
+static inline struct mem_cgroup *rstream_memcg(const struct sock *sk)
+{
+	return mem_cgroup_sockets_enabled ? sk->sk_memcg : NULL;
+}
+
 /* conn.c: verbs resources of one connection */
 
 extern struct workqueue_struct *rstream_wq;
 
+u32 rstream_conn_cq_entries(u32 sq_size, u32 rq_size);
 int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id);
 int rstream_conn_start(struct rstream_sock *rs, struct rdma_cm_id *id);
 void rstream_conn_destroy(struct rstream_sock *rs);
@@ -273,8 +291,8 @@ struct rdma_cm_id *rstream_cm_id_detach(struct rstream_sock *rs);
 
 /* cm.c: connection management */
 
-int rstream_cm_connect(struct rstream_sock *rs, struct sockaddr *addr,
-		       int addrlen);
+int rstream_cm_connect(struct rstream_sock *rs,
+		       const struct sockaddr_storage *addr);
 int rstream_cm_bind(struct rstream_sock *rs, struct sockaddr *addr);
 int rstream_cm_listen(struct rstream_sock *rs, int backlog);
 void rstream_cm_close_listener(struct rstream_sock *rs);

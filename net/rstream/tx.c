@@ -58,7 +58,7 @@ u32 rstream_tx_unacked(struct rstream_sock *rs)
 /* rs->lock held.  Data leaves RSTREAM_CTRL_SLOTS entries to control. */
 static bool rstream_sq_room(const struct rstream_sock *rs, bool ctrl)
 {
-	u32 inflight = rs->sq_posted - rs->sq_done;
+	u32 inflight = rstream_sq_inflight(&rs->sq);
 
 	if (ctrl)
 		return rs->sq_ctrl < RSTREAM_CTRL_SLOTS && inflight < rs->sq_size;
@@ -75,7 +75,7 @@ static bool rstream_can_post(const struct rstream_sock *rs)
 static int rstream_post(struct rstream_sock *rs, struct ib_rdma_wr *wr,
 			bool ctrl, bool signal)
 {
-	struct rstream_sq_slot *slot = &rs->sq_slots[rs->sq_posted % rs->sq_size];
+	struct rstream_sq_slot *slot = rstream_sq_head(&rs->sq);
 	int err;
 
 	slot->sbuf_end = rs->sbuf_head;
@@ -87,7 +87,7 @@ static int rstream_post(struct rstream_sock *rs, struct ib_rdma_wr *wr,
 	err = ib_post_send(rs->qp, &wr->wr, NULL);
 	if (err)
 		return err;
-	rs->sq_posted++;
+	rs->sq.posted++;
 	if (ctrl)
 		rs->sq_ctrl++;
 	rs->sq_unsignaled = signal ? 0 : rs->sq_unsignaled + 1;
@@ -183,7 +183,7 @@ int rstream_send_ctrl(struct rstream_sock *rs, enum rstream_ctrl ctrl)
 			wr.wr.ex.imm_data =
 				cpu_to_be32(rstream_imm(RSTREAM_OP_CTRL, ctrl));
 			if (ctrl == RSTREAM_CTRL_DISCONNECT) {
-				rs->disc_seq = rs->sq_posted;
+				rs->disc_seq = rs->sq.posted;
 				set_bit(RSTREAM_F_DISC_SENT, &rs->flags);
 			} else {
 				set_bit(RSTREAM_F_SHUT_SENT, &rs->flags);
@@ -211,11 +211,10 @@ void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	}
 
 	spin_lock(&rs->lock);
-	while (rs->sq_done != rs->sq_posted) {
-		struct rstream_sq_slot *slot =
-			&rs->sq_slots[rs->sq_done % rs->sq_size];
+	while (rstream_sq_inflight(&rs->sq)) {
+		struct rstream_sq_slot *slot = rstream_sq_tail(&rs->sq);
 
-		rs->sq_done++;
+		rs->sq.done++;
 		if (slot->ctrl)
 			rs->sq_ctrl--;
 		rs->sbuf_tail = slot->sbuf_end;
@@ -223,7 +222,7 @@ void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc)
 			break;
 	}
 	if (test_bit(RSTREAM_F_DISC_SENT, &rs->flags) &&
-	    (s32)(rs->sq_done - rs->disc_seq) > 0)
+	    (s32)(rs->sq.done - rs->disc_seq) > 0)
 		complete_all(&rs->disc_done);
 	rstream_tx_updates_locked(rs);
 	spin_unlock(&rs->lock);
@@ -329,7 +328,7 @@ static int rstream_post_data(struct rstream_sock *rs, u32 len, bool last)
 	 */
 	signal = last || rs->sq_unsignaled + 1 >= RSTREAM_SIGNAL_EVERY ||
 		 rstream_sbuf_room(rs) < rs->sbuf_size / 2 ||
-		 rs->sq_posted + 1 - rs->sq_done >=
+		 rstream_sq_inflight(&rs->sq) + 1 >=
 		 (rs->sq_size - RSTREAM_CTRL_SLOTS) / 2;
 	rstream_tx_consume(&rs->tx, len);
 	return rstream_post(rs, &wr, false, signal);

@@ -12,7 +12,10 @@
 
 #include "../rstream.h"
 
-/* The values rsocket(7) uses (librdmacm rsocket.c), and our family. */
+/*
+ * The values rsocket(7) uses (librdmacm rsocket.c), our family, and no
+ * memory limit of our own choosing (0: a quarter of the RAM).
+ */
 static void rstream_param_defaults_test(struct kunit *test)
 {
 	static const struct {
@@ -26,6 +29,7 @@ static void rstream_param_defaults_test(struct kunit *test)
 		{ RSTREAM_PARAM_SQSIZE, "sqsize_default", 384 },
 		{ RSTREAM_PARAM_RQSIZE, "rqsize_default", 384 },
 		{ RSTREAM_PARAM_INLINE, "inline_default", 64 },
+		{ RSTREAM_PARAM_MEM_LIMIT, "mem_limit", 0 },
 	};
 	unsigned int i;
 
@@ -102,8 +106,11 @@ static void rstream_param_range_edges_test(struct kunit *test)
 				    "%s=%s", p->name, buf);
 		KUNIT_EXPECT_EQ(test, v, p->max);
 
-		KUNIT_ASSERT_GT(test, p->min, 0U);
-		snprintf(buf, sizeof(buf), "%u", p->min - 1);
+		/* Below the range: -1 when it starts at 0. */
+		if (p->min)
+			snprintf(buf, sizeof(buf), "%u", p->min - 1);
+		else
+			snprintf(buf, sizeof(buf), "-1");
 		v = 12345;
 		KUNIT_EXPECT_EQ_MSG(test, rstream_param_parse(p, buf, &v),
 				    -EINVAL, "%s=%s", p->name, buf);

@@ -14,6 +14,7 @@
 #include <linux/cpumask.h>
 #include <linux/kernel.h>
 #include <linux/kthread.h>
+#include <linux/log2.h>
 #include <linux/sched.h>
 #include <linux/sizes.h>
 #include <linux/stddef.h>
@@ -1175,6 +1176,52 @@ static void rstream_wire_sge_read_race_test(struct kunit *test)
 			    first_torn.addr, first_torn.key, first_torn.length);
 }
 
+/*
+ * The send queue's slots across the wrap of its 32-bit counters: with a
+ * queue kept full, every completion must find the slot its post filled.
+ * Indexing by the counter modulo a queue size that is not a power of two
+ * (384, rsocket's default) jumps at the wrap, and a post then overwrites
+ * the slot of a write still in flight.
+ */
+static void rstream_sq_ring_wrap_test(struct kunit *test)
+{
+	static const u32 sizes[] = { 16, 100, 384, 1000, 65534 };
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
+		u32 size = sizes[i], start = 0U - size - 3, step;
+		struct rstream_sq_ring sq = {};
+
+		sq.mask = rstream_sq_nslots(size) - 1;
+		KUNIT_ASSERT_GE(test, sq.mask + 1, size);
+		KUNIT_ASSERT_TRUE(test, is_power_of_2(sq.mask + 1));
+		sq.slots = kunit_kcalloc(test, sq.mask + 1, sizeof(*sq.slots),
+					 GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, sq.slots);
+		sq.posted = start;
+		sq.done = start;
+
+		/* Full, then one completion per post, well past the wrap. */
+		for (step = 0; step < 3 * size; step++) {
+			struct rstream_sq_slot *slot;
+
+			if (rstream_sq_inflight(&sq) == size) {
+				slot = rstream_sq_tail(&sq);
+				KUNIT_ASSERT_EQ_MSG(test, slot->sbuf_end,
+						    (u64)sq.done,
+						    "queue of %u: completion %u found the slot of post %llu",
+						    size, sq.done, slot->sbuf_end);
+				sq.done++;
+			}
+			slot = rstream_sq_head(&sq);
+			slot->sbuf_end = sq.posted;
+			sq.posted++;
+		}
+		KUNIT_EXPECT_LT(test, sq.posted, start);	/* it wrapped */
+		KUNIT_EXPECT_EQ(test, rstream_sq_inflight(&sq), size);
+	}
+}
+
 static struct kunit_case rstream_proto_test_cases[] = {
 	KUNIT_CASE(rstream_proto_layout_test),
 	KUNIT_CASE(rstream_conn_data_build_test),
@@ -1198,6 +1245,7 @@ static struct kunit_case rstream_proto_test_cases[] = {
 	KUNIT_CASE(rstream_tx_credit_update_test),
 	KUNIT_CASE(rstream_proto_simulation_test),
 	KUNIT_CASE(rstream_proto_seq_wrap_test),
+	KUNIT_CASE(rstream_sq_ring_wrap_test),
 	{}
 };
 

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * What a connection pins, charged the way TCP charges socket buffers.
+ *
+ * A connection holds its receive ring, its target array and its send
+ * staging ring, registered for DMA for as long as it lives, and the device
+ * holds its queues.  Any process that can open a socket can ask for those
+ * (SO_RCVBUF, RDMA_SQSIZE, ... and many sockets), so before anything is
+ * allocated the whole is charged to the socket with the core's socket
+ * memory accounting: to the protocol's total, which the mem_limit module
+ * parameter bounds as tcp_mem bounds TCP, and to the memory cgroup of the
+ * socket's owner (an accepted connection: the listener's).  Over either
+ * limit the connection is refused with ENOBUFS, not allocated.  The total
+ * shows in /proc/net/protocols, a cgroup's part in its memory.stat (sock).
+ *
+ * The charge is taken with __sk_mem_schedule() and then kept out of
+ * sk_forward_alloc, in rs->mem_charged, until the pages are freed: the core
+ * reclaims what sk_forward_alloc holds beyond a socket's reserve whenever
+ * SO_RESERVE_MEM shrinks (which 6.1 allows on any accounted socket), and
+ * must not take back what the rings still pin.  Both ends of the charge
+ * run where nothing else touches the socket's accounting: under the sock
+ * lock (connect()), on a child nobody can reach yet (the passive side),
+ * or in the destructor.
+ */
+#include <linux/mm.h>
+#include <linux/percpu.h>
+#include <net/sock.h>
+
+#include "rstream.h"
+
+/*
+ * Bytes charged per entry of the send, receive and completion queues: an
+ * estimate of what the device keeps (soft-RoCE: about 260 bytes per send
+ * entry with its inline room, 60 per receive and 64 per completion entry).
+ */
+#define RSTREAM_QUEUE_ENTRY_BYTES	128
+
+atomic_long_t rstream_memory_allocated;
+DEFINE_PER_CPU(int, rstream_memory_per_cpu_fw_alloc);
+/*
+ * The limit in pages, the same three times: the core refuses a charge over
+ * [2] and, between [0] and [2], one that protocols with memory pressure
+ * (which rstream has not) would still allow.  Written before each charge
+ * from the mem_limit parameter, so a change applies to new connections.
+ */
+long rstream_sysctl_mem[3];
+/* Read only between the limits, which are equal: no minimum buffer. */
+int rstream_sysctl_rmem[3];
+int rstream_sysctl_wmem[3];
+
+/* Pages all connections together may pin: mem_limit, else a quarter of RAM. */
+static unsigned long rstream_mem_limit(void)
+{
+	unsigned long pages = rstream_param(RSTREAM_PARAM_MEM_LIMIT);
+
+	return pages ?: totalram_pages() / 4;
+}
+
+/*
+ * Bytes a connection with @rs's sizes pins.  The queues are counted at the
+ * sizes asked for, which the device may cut (conn.c): an upper bound.
+ */
+static size_t rstream_conn_bytes(const struct rstream_sock *rs)
+{
+	u32 sq = min_t(u32, rs->sq_size, RSTREAM_QP_MAX);
+	u32 rq = min_t(u32, rs->rq_size, RSTREAM_QP_MAX);
+	u32 entries = sq + rq + rstream_conn_cq_entries(sq, rq);
+
+	return PAGE_ALIGN(rs->ring_size) + PAGE_ALIGN(RSTREAM_SGL_BYTES) +
+	       PAGE_ALIGN(rs->sbuf_size + RSTREAM_CTRL_BYTES) +
+	       (size_t)entries * RSTREAM_QUEUE_ENTRY_BYTES;
+}
+
+/*
+ * Charge the connection of @rs, whose sizes are fixed, before anything is
+ * allocated: -ENOBUFS if it would go over rstream's limit or the socket's
+ * memory cgroup's.  Sock lock held, or a child not yet visible.
+ */
+int rstream_mem_charge(struct rstream_sock *rs)
+{
+	long limit = min_t(unsigned long, rstream_mem_limit(), LONG_MAX);
+	size_t bytes = rstream_conn_bytes(rs);
+	struct sock *sk = &rs->sk;
+	int i;
+
+	if (rs->mem_charged)
+		return 0;
+	for (i = 0; i < ARRAY_SIZE(rstream_sysctl_mem); i++)
+		WRITE_ONCE(rstream_sysctl_mem[i], limit);
+	/* Ring sizes are capped at 256 MiB and queues at 65534 entries. */
+	if (bytes > INT_MAX || !__sk_mem_schedule(sk, bytes, SK_MEM_RECV))
+		return -ENOBUFS;
+	rs->mem_charged = sk_mem_pages(bytes) << PAGE_SHIFT;
+	WRITE_ONCE(sk->sk_forward_alloc,
+		   sk->sk_forward_alloc - rs->mem_charged);
+	return 0;
+}
+
+/*
+ * Give back the connection's charge once its pages are freed, and what
+ * SO_RESERVE_MEM left reserved when the socket goes.  Sock lock held, or
+ * the destructor.
+ */
+void rstream_mem_uncharge(struct rstream_sock *rs, bool final)
+{
+	struct sock *sk = &rs->sk;
+
+	if (rs->mem_charged) {
+		WRITE_ONCE(sk->sk_forward_alloc,
+			   sk->sk_forward_alloc + rs->mem_charged);
+		__sk_mem_reclaim(sk, rs->mem_charged);
+		rs->mem_charged = 0;
+	}
+	if (final) {
+		WRITE_ONCE(sk->sk_reserved_mem, 0);
+		if (sk->sk_forward_alloc)
+			__sk_mem_reclaim(sk, sk->sk_forward_alloc);
+	}
+}
+
+/* Why a connection was refused with ENOBUFS, for the log. */
+const char *rstream_mem_limit_text(const struct rstream_sock *rs)
+{
+	return rstream_memcg(&rs->sk) ?
+	       "over the memory limit of its cgroup or of rstream (mem_limit)" :
+	       "over rstream's memory limit (mem_limit)";
+}
