@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -778,18 +779,21 @@ FIXTURE_VARIANT(addr) {
 	int family;
 	const char *any;
 	const char *noroute;
+	const char *not_unicast[2];	/* multicast, broadcast */
 };
 
 FIXTURE_VARIANT_ADD(addr, ipv4) {
 	.family = AF_INET,
 	.any = "0.0.0.0",
 	.noroute = "198.18.0.1",
+	.not_unicast = { "224.0.0.1", "255.255.255.255" },
 };
 
 FIXTURE_VARIANT_ADD(addr, ipv6) {
 	.family = AF_INET6,
 	.any = "::",
 	.noroute = "2001:db8:ffff::1",
+	.not_unicast = { "ff02::1", "ff05::2" },
 };
 
 FIXTURE_SETUP(addr)
@@ -1361,6 +1365,31 @@ TEST_F(addr, connect_no_route_enetunreach)
 	EXPECT_EQ(ENETUNREACH, errno_of(GUARDED(connect(c, SA(&self->noroute),
 							self->noroute.len))));
 	close(c);
+}
+
+/*
+ * As TCP: no stream to a multicast or broadcast address, at once.  The
+ * module once sent the connection request there and waited out its 20 s
+ * deadline.
+ */
+TEST_F(addr, connect_multicast_broadcast_enetunreach)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(variant->not_unicast); i++) {
+		int c = rs_socket(variant->family, 0);
+		long long t0 = now_ms();
+		struct ep dst;
+
+		ASSERT_LE(0, c);
+		ep_parse(_metadata, &dst, variant->family,
+			 variant->not_unicast[i], 7471);
+		EXPECT_EQ(ENETUNREACH, errno_of(GUARDED(connect(c, SA(&dst),
+								dst.len))))
+			TH_LOG("%s", ep_str(&dst));
+		EXPECT_GT(PROMPT_MS, now_ms() - t0) TH_LOG("%s", ep_str(&dst));
+		close(c);
+	}
 }
 
 /* Short address lengths and foreign families, as for bind(). */
@@ -2793,6 +2822,141 @@ TEST(rdma_option_short_optlen_einval)
 }
 
 /*
+ * An IPv6 address may be given without its scope id (SIN6_LEN_RFC2133,
+ * 24 bytes), and then has none.  The module once handed rdma_cm the core's
+ * whole sockaddr_in6, whose last 4 bytes it had not written: whatever the
+ * kernel stack held there, here the scope id of the connect() just before,
+ * became the scope id of the connection's local address.
+ */
+TEST(connect_ipv6_without_scope_id)
+{
+	struct sockaddr_in6 *sin6;
+	struct ep bound, prime, got;
+	int l, c, s, i;
+
+	guard_init();
+	l = make_listener(_metadata, AF_INET6, 0, 1, &bound);
+	/* Leave a scope id in the kernel's copy of a connect() address. */
+	prime = bound;
+	ep_set_port(&prime, ep_port(&bound) + 1);	/* nobody there */
+	((struct sockaddr_in6 *)&prime.ss)->sin6_scope_id = 0x5a5a5a5a;
+	for (i = 0; i < 4; i++) {
+		c = rs_socket(AF_INET6, 0);
+		ASSERT_LE(0, c);
+		connect(c, SA(&prime), sizeof(struct sockaddr_in6));
+		close(c);
+	}
+	c = rs_socket(AF_INET6, 0);
+	ASSERT_LE(0, c);
+	ASSERT_EQ(0, GUARDED(connect(c, SA(&bound), 24)))
+		TH_LOG("connect with 24 bytes: %s", strerror(errno));
+	s = accept_one(_metadata, l);
+	name_of(_metadata, c, false, &got);
+	sin6 = (struct sockaddr_in6 *)&got.ss;
+	EXPECT_EQ(0U, sin6->sin6_scope_id)
+		TH_LOG("scope id %#x", sin6->sin6_scope_id);
+	exchange(_metadata, c, s, 4096);
+	close(s);
+	close(c);
+	close(l);
+}
+
+/*
+ * Queue sizes beyond what the device takes (rsocket allows 65534 each;
+ * soft-RoCE's completion queue holds 32767) are cut to fit, as the queue
+ * size alone already was: the connection works.  The module once asked
+ * for a completion queue the device refused, and connect() failed with
+ * EHOSTUNREACH.
+ */
+TEST(rdma_queue_sizes_beyond_the_device)
+{
+	unsigned int big = 65534;
+	struct ep bound;
+	int c, l, s, opt;
+
+	guard_init();
+	c = rs_socket(AF_INET, 0);
+	l = rs_socket(AF_INET, 0);
+	ASSERT_LE(0, c);
+	ASSERT_LE(0, l);
+	for (opt = RDMA_SQSIZE; opt <= RDMA_RQSIZE; opt++) {
+		ASSERT_EQ(0, setsockopt(c, SOL_RDMA, opt, &big, sizeof(big)));
+		ASSERT_EQ(0, setsockopt(l, SOL_RDMA, opt, &big, sizeof(big)));
+	}
+	ep_host(_metadata, &bound, AF_INET);
+	ASSERT_EQ(0, bind(l, SA(&bound), bound.len));
+	ASSERT_EQ(0, listen(l, 1));
+	name_of(_metadata, l, false, &bound);
+	ASSERT_EQ(0, GUARDED(connect(c, SA(&bound), bound.len)))
+		TH_LOG("connect: %s", strerror(errno));
+	s = accept_one(_metadata, l);
+	exchange(_metadata, c, s, 1 << 20);
+	for (opt = RDMA_SQSIZE; opt <= RDMA_RQSIZE; opt++) {
+		EXPECT_LE(16, int_opt(c, SOL_RDMA, opt));
+		EXPECT_GE(65534, int_opt(c, SOL_RDMA, opt));
+		TH_LOG("option %d: %d here, %d accepted", opt,
+		       int_opt(c, SOL_RDMA, opt), int_opt(s, SOL_RDMA, opt));
+	}
+	close(s);
+	close(c);
+	close(l);
+}
+
+/*
+ * SO_RCVBUF is capped by net.core.rmem_max for anyone, as for TCP, and
+ * the receive ring is what it gives (TCP_MAXSEG reads half the ring);
+ * SO_RCVBUFFORCE, beyond it, takes CAP_NET_ADMIN.
+ */
+TEST(rcvbuf_capped_by_rmem_max)
+{
+	const char *path = "/proc/sys/net/core/rmem_max";
+	int before = rstream_read_int(path), c, l, s, status;
+	struct ep bound;
+	FILE *f;
+	pid_t pid;
+
+	guard_init();
+	ASSERT_LT(0, before);
+	f = fopen(path, "w");
+	ASSERT_NE(NULL, f);
+	fprintf(f, "65536\n");
+	fclose(f);
+
+	c = rs_socket(AF_INET, 0);
+	ASSERT_LE(0, c);
+	EXPECT_EQ(0, set_int(c, SOL_SOCKET, SO_RCVBUF, 16 << 20));
+	EXPECT_EQ(131072, int_opt(c, SOL_SOCKET, SO_RCVBUF));
+	l = make_listener(_metadata, AF_INET, 0, 1, &bound);
+	ASSERT_EQ(0, GUARDED(connect(c, SA(&bound), bound.len)));
+	s = accept_one(_metadata, l);
+	EXPECT_EQ(65536, int_opt(c, SOL_TCP, TCP_MAXSEG));
+	exchange(_metadata, c, s, 1 << 20);
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int u = rs_socket(AF_INET, 0);
+
+		if (setresgid(65534, 65534, 65534) ||
+		    setresuid(65534, 65534, 65534))
+			_exit(2);
+		_exit(errno_of(set_int(u, SOL_SOCKET, SO_RCVBUFFORCE,
+				       16 << 20)) == EPERM ? 0 : 1);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_EQ(0, WEXITSTATUS(status))
+		TH_LOG("SO_RCVBUFFORCE without privilege: not EPERM");
+
+	f = fopen(path, "w");
+	ASSERT_NE(NULL, f);
+	fprintf(f, "%d\n", before);
+	fclose(f);
+	close(s);
+	close(c);
+	close(l);
+}
+
+/*
  * The long ones.
  */
 
@@ -2841,6 +3005,45 @@ TEST_F_TIMEOUT(slow, connect_on_link_no_host, 45)
 	EXPECT_TRUE(err == EHOSTUNREACH || err == ETIMEDOUT)
 		TH_LOG("%s: %s after %lld ms", ep_str(&dst), strerror(err),
 		       now_ms() - t0);
+	close(c);
+}
+
+/*
+ * A socket bound to an address and port whose connect() ran into its 20 s
+ * deadline can listen on them, as TCP can after a failed connect.  The
+ * deadline destroys the connection's CM id, and listen() once went on to
+ * rdma_listen() without one: a NULL pointer dereference, for any user.
+ */
+TEST_F_TIMEOUT(slow, listen_after_connect_deadline, 60)
+{
+	struct ep host, bound, dst, again;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&dst.ss;
+	long long t0;
+	int c, d, s;
+
+	ep_host(_metadata, &host, AF_INET);
+	c = bound_socket(_metadata, &host, false, &bound);
+	dst = host;
+	ep_set_port(&dst, 7471);
+	/* On the link, and nobody there: .98, or .97 if that is us. */
+	sin->sin_addr.s_addr = htonl((ntohl(sin->sin_addr.s_addr) & ~0xffu) |
+				     ((ntohl(sin->sin_addr.s_addr) & 0xff) == 98 ?
+				      97 : 98));
+	/* Blocking, so that the socket is unconnected again when it fails. */
+	t0 = now_ms();
+	ASSERT_EQ(ETIMEDOUT, errno_of(connect(c, SA(&dst), dst.len)))
+		TH_LOG("to %s, after %lld ms", ep_str(&dst), now_ms() - t0);
+
+	ASSERT_EQ(0, listen(c, 1)) TH_LOG("listen: %s", strerror(errno));
+	name_of(_metadata, c, false, &again);
+	EXPECT_TRUE(ep_same(&bound, &again)) TH_LOG("bound %s, listening %s",
+						    ep_str(&bound),
+						    ep_str(&again));
+	d = make_client(_metadata, &again, 0);
+	s = accept_one(_metadata, c);
+	exchange(_metadata, d, s, 65536);
+	close(s);
+	close(d);
 	close(c);
 }
 
