@@ -37,6 +37,7 @@ HOST_PROGRAMS = [
     "/usr/bin/ib_write_bw",
     "/usr/bin/ib_write_lat",
     "/usr/bin/nc.traditional",     # an ordinary program, for the preload
+    "/usr/bin/chrt",               # scheduling policies (busybox has none)
 ]
 KMOD_LINKS = ["modprobe", "insmod", "rmmod", "lsmod", "depmod", "modinfo"]
 # dlopen()ed, so ldd does not list them.
@@ -54,7 +55,7 @@ HOST_FILES = [
 HOST_PACKAGES = ["busybox-static", "bash", "kmod", "iproute2", "libc6",
                  "rdma-core", "ibverbs-providers", "ibverbs-utils",
                  "libibverbs1", "librdmacm1", "rdmacm-utils", "perftest",
-                 "netcat-traditional"]
+                 "netcat-traditional", "util-linux"]
 
 # Kernel modules the guest may load, with whatever they depend on.  Ones a
 # kernel does not have (siw on Debian's) are left out.  crc32_generic is

@@ -156,6 +156,137 @@ rxe0_back() {
 	done
 }
 
+# rstream_cmd in the background: its steps, output in $CMD_OUT.
+CMD_OUT=/tmp/rstream_cmd.out
+cmd_start() {
+	"$@" > $CMD_OUT 2>&1 &
+	CMD_PID=$!
+}
+
+cmd_wait_pause() {	# cmd_wait_pause <n>: until its n-th pause
+	i=0
+	until [ "$(grep -c '^pause: waiting' $CMD_OUT)" -ge "$1" ]; do
+		kill -0 $CMD_PID 2>/dev/null || die "rstream_cmd ended: $(cat $CMD_OUT)"
+		i=$((i + 1))
+		[ $i -gt 600 ] && { kill $CMD_PID; die "rstream_cmd never reached pause $1: $(cat $CMD_OUT)"; }
+		sleep 0.1
+	done
+}
+
+cmd_end() {
+	wait $CMD_PID
+	cat $CMD_OUT
+}
+
+expect_steps() {	# expect_steps <line>...: the output, exactly
+	want=$(printf '%s\n' "$@")
+	[ "$(cat $CMD_OUT)" = "$want" ] || die "rstream_cmd said:
+$(cat $CMD_OUT)
+expected:
+$want"
+}
+
+# A socket bound to the device's address while the device goes away:
+# listen() fails while there is no device and works once it is back, on
+# the same address and port.  The CM id went with the device, and listen()
+# once called rdma_listen() without one: a NULL pointer dereference.
+listen_after_device_removal() {
+	addr=${RSTREAM_ADDR4:-192.0.2.1}
+	cmd_start "$DIR/rstream_cmd" socket,0 bind,0,$addr,20211 pause \
+		listen,0,4 pause listen,0,4 sockname,0 socket,1 \
+		connect,1,$addr,20211 accept,0,2 close,2 close,1 close,0
+	cmd_wait_pause 1
+	rdma link delete rxe0 || die "cannot delete rxe0"
+	kill -USR1 $CMD_PID
+	cmd_wait_pause 2
+	rxe0_back
+	kill -USR1 $CMD_PID
+	cmd_end
+	expect_steps "socket: ok" "bind: ok" "pause: waiting" "pause: ok" \
+		"listen: EADDRNOTAVAIL" "pause: waiting" "pause: ok" "listen: ok" \
+		"sockname: ok $addr 20211" "socket: ok" "connect: ok" \
+		"accept: ok" "close: ok" "close: ok" "close: ok"
+}
+
+# A listener whose device goes away says so: poll() reports an error and
+# accept() fails with ENODEV instead of waiting for what cannot come.
+listener_loses_its_device() {
+	addr=${RSTREAM_ADDR4:-192.0.2.1}
+	cmd_start "$DIR/rstream_cmd" socket,0 bind,0,$addr,20212 listen,0,4 \
+		pause poll,0 accept,0,1 close,0
+	cmd_wait_pause 1
+	rdma link delete rxe0 || die "cannot delete rxe0"
+	kill -USR1 $CMD_PID
+	cmd_end
+	rxe0_back
+	expect_steps "socket: ok" "bind: ok" "listen: ok" "pause: waiting" \
+		"pause: ok" "poll: ok POLLERR" "accept: ENODEV" "close: ok"
+}
+
+# The device goes away while sockets on it close, each the moment its
+# removal begins (poll sees the error that the removal sets first):
+# connected sockets, bound ones, and listeners with connections nobody
+# accepted.  The removal runs at the lowest priority, on the CPU of the
+# closer and of the teardown work, with the kernel fully preemptible for
+# the while: a task woken by the removal handler's unlock runs at once,
+# inside the handler.  The handler once went on writing to the socket
+# after letting go of its lock, which a close could free meanwhile
+# (KASAN on the debug kernel: use-after-free, in every run).
+PREEMPT=/sys/kernel/debug/sched/preempt
+device_removed_while_sockets_close() {
+	addr=${RSTREAM_ADDR4:-192.0.2.1}
+	[ -w $PREEMPT ] || die "no $PREEMPT (CONFIG_PREEMPT_DYNAMIC, SCHED_DEBUG)"
+	model=$(sed 's/.*(\(.*\)).*/\1/' $PREEMPT)
+	steps="socket,1 bind,1,$addr,20213 listen,1,64"
+	steps="$steps socket,2 bind,2,$addr,20214 listen,2,16"
+	s=10
+	while [ $s -lt 34 ]; do	# 24 connections, both ends
+		steps="$steps socket,$s connect,$s,$addr,20213 accept,1,$((s + 40))"
+		s=$((s + 1))
+	done
+	while [ $s -lt 42 ]; do	# 8 that nobody accepts
+		steps="$steps socket,$((s + 40)) connect,$((s + 40)),$addr,20214"
+		s=$((s + 1))
+	done
+	s=100
+	while [ $s -lt 108 ]; do	# 8 bound only
+		steps="$steps socket,$s bind,$s,$addr,0"
+		s=$((s + 1))
+	done
+	# shellcheck disable=SC2086 # a list of steps
+	cmd_start taskset -c 0 "$DIR/rstream_cmd" $steps pause \
+		close_on_error,1,107
+	cmd_wait_pause 1
+	grep -qv ": ok$\|^pause" $CMD_OUT && die "setting up: $(cat $CMD_OUT)"
+	echo full > $PREEMPT
+	chrt -i 0 taskset -c 0 rdma link delete rxe0 &
+	del=$!
+	kill -USR1 $CMD_PID
+	i=0
+	while kill -0 $del 2>/dev/null; do
+		i=$((i + 1))
+		if [ $i -gt 600 ]; then
+			echo "$model" > $PREEMPT
+			cat /proc/$del/stack
+			die "the removal did not finish in 60 s"
+		fi
+		sleep 0.1
+	done
+	echo "$model" > $PREEMPT
+	wait $del || die "rdma link delete rxe0 failed"
+	wait $CMD_PID
+	tail -n 1 $CMD_OUT
+	rxe0_back
+	i=0
+	until [ "$(awk '$1 == "RSTREAM" { print $3 }' /proc/net/protocols)" = 0 ]; do
+		i=$((i + 1))
+		[ $i -gt 300 ] && die "sockets remain 30 s after the removal"
+		sleep 0.1
+	done
+	"$DIR/rstream_xfer" loop "$addr" 20215 -s 65536 -n 16 -T 60 ||
+		die "no connection on rxe0 re-added"
+}
+
 driver_unloaded_under_rstream() {
 	rmmod rdma_rxe || die "cannot unload rdma_rxe"
 	wait_listed rxe0 roce no
@@ -198,4 +329,6 @@ run_tests $TESTS devices_seen_in_new_netns device_added_while_loaded \
 	device_removed_while_loaded device_renamed_while_loaded \
 	devices_come_and_go \
 	unload_and_reload_with_devices_present open_socket_pins_module \
-	device_removed_under_connections driver_unloaded_under_rstream
+	device_removed_under_connections listen_after_device_removal \
+	listener_loses_its_device device_removed_while_sockets_close \
+	driver_unloaded_under_rstream
