@@ -1080,7 +1080,6 @@ static void set_timeouts(int fd, int seconds)
 }
 
 struct echo_conn {
-	struct thread *t;
 	int fd;
 };
 
@@ -1170,15 +1169,19 @@ static void *echo_server(void *arg)
 				continue;
 			}
 			e = malloc(sizeof(*e));
-			if (!e || atomic_load(&echo_conns) >= ECHO_MAX ||
-			    pthread_create(&pt, NULL, echo_one, e)) {
+			if (!e || atomic_load(&echo_conns) >= ECHO_MAX) {
 				free(e);
 				close(fd);
 				continue;
 			}
-			atomic_fetch_add(&echo_conns, 1);
-			e->t = t;
 			e->fd = fd;
+			atomic_fetch_add(&echo_conns, 1);
+			if (pthread_create(&pt, NULL, echo_one, e)) {
+				atomic_fetch_sub(&echo_conns, 1);
+				free(e);
+				close(fd);
+				continue;
+			}
 			pthread_detach(pt);
 		}
 	}

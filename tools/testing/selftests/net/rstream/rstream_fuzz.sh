@@ -47,8 +47,10 @@ cycle_device() {
 	R=$SEED
 	n=0
 	while [ ! -e $STOP ]; do
+		# 2 to 5 s between removals, times a slow kernel's scale / 4,
+		# so that connections get made in between.
 		next_r
-		sleep "$((R / 7 % 3 + 1)).$((R / 5 % 10))"
+		sleep $(( (R / 7 % 4 + 2) * (SCALE + 3) / 4 ))
 		[ -e $STOP ] && break
 		rdma link delete rxe0 &
 		del=$!
@@ -117,7 +119,13 @@ everything_released() {
 device_carries_data_again() {
 	rxe0_back || die "rxe0 is not back"
 	"$DIR/rstream_xfer" loop "$ADDR4" 21010 -s 65536 -n 64 -d \
-		-T $((60 * SCALE)) || die "no data over a new connection"
+		-T $((60 * SCALE)) && return
+	echo "rdma_cm's ids:"
+	rdma res show cm_id
+	echo "queue pairs:"
+	rdma res show qp
+	dmesg | tail -n 20
+	die "no data over a new connection"
 }
 
 module_unloads_and_reloads() {

@@ -160,10 +160,10 @@ tenth_sequence() {	# tenth_sequence <server tool> <client tool> <port>
 ours_serve_default_sequence_at_a_tenth() { tenth_sequence "$OURS" "$THEIRS" 7801; }
 theirs_serve_default_sequence_at_a_tenth() { tenth_sequence "$THEIRS" "$OURS" 7811; }
 
-# The default sequence in full everywhere, unless the rig asks for less
-# (RSTREAM_VOLUME=reduced: only on the debug kernel, and only when make
-# check is given RSTREAM_DEBUG_VOLUME=reduced), where both directions run
-# the same eight runs at a tenth.  The debug kernel (KASAN, lockdep,
+# The default sequence in full, unless the rig asks for less
+# (RSTREAM_VOLUME=reduced: on the debug kernel, unless make check is given
+# RSTREAM_DEBUG_VOLUME=full), where both directions run the same eight
+# runs at a tenth.  The debug kernel (KASAN, lockdep,
 # kmemleak, all under TCG) takes 11-13 min for one full sequence (64_lat
 # alone: 100,000 round trips of 3 ms) against 40-80 s on the stock ones.
 if [ "${RSTREAM_VOLUME:-full}" = reduced ]; then
