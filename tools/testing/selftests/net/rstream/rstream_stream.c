@@ -51,6 +51,7 @@
 
 #define GUARD_S		10	/* longest a blocking call may take */
 #define PROMPT_MS	5000	/* for what must come promptly */
+#define SIN6_LEN_RFC2133	24	/* a sockaddr_in6 without its scope id */
 #define QUIET_MS	300	/* to see that nothing comes */
 
 /* The errno of a call that failed, 0 if it succeeded. */
@@ -2824,31 +2825,22 @@ TEST(rdma_option_short_optlen_einval)
 /*
  * An IPv6 address may be given without its scope id (SIN6_LEN_RFC2133,
  * 24 bytes), and then has none.  The module once handed rdma_cm the core's
- * whole sockaddr_in6, whose last 4 bytes it had not written: whatever the
- * kernel stack held there, here the scope id of the connect() just before,
- * became the scope id of the connection's local address.
+ * whole sockaddr_in6, whose last 4 bytes nobody had written, and rdma_cm
+ * made them the scope id of the connection's local address.  Debian's
+ * kernels zero stack variables, so that this passes there either way; the
+ * debug kernel fills them with a pattern (0xfefefefe), and shows it.
  */
 TEST(connect_ipv6_without_scope_id)
 {
 	struct sockaddr_in6 *sin6;
-	struct ep bound, prime, got;
-	int l, c, s, i;
+	struct ep bound, got;
+	int l, c, s;
 
 	guard_init();
 	l = make_listener(_metadata, AF_INET6, 0, 1, &bound);
-	/* Leave a scope id in the kernel's copy of a connect() address. */
-	prime = bound;
-	ep_set_port(&prime, ep_port(&bound) + 1);	/* nobody there */
-	((struct sockaddr_in6 *)&prime.ss)->sin6_scope_id = 0x5a5a5a5a;
-	for (i = 0; i < 4; i++) {
-		c = rs_socket(AF_INET6, 0);
-		ASSERT_LE(0, c);
-		connect(c, SA(&prime), sizeof(struct sockaddr_in6));
-		close(c);
-	}
 	c = rs_socket(AF_INET6, 0);
 	ASSERT_LE(0, c);
-	ASSERT_EQ(0, GUARDED(connect(c, SA(&bound), 24)))
+	ASSERT_EQ(0, GUARDED(connect(c, SA(&bound), SIN6_LEN_RFC2133)))
 		TH_LOG("connect with 24 bytes: %s", strerror(errno));
 	s = accept_one(_metadata, l);
 	name_of(_metadata, c, false, &got);
