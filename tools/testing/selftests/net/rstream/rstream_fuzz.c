@@ -340,7 +340,13 @@ static socklen_t some_addr(struct thread *t, struct sockaddr_storage *ss,
 		port = opt_port + below(&t->rng, 8);	/* fuzzers' ports */
 		break;
 	case 3:
-		port = opt_port + 8;			/* the echo server */
+		/*
+		 * The echo server's, to connect to, never to bind: a fuzzer
+		 * that took the port while the echo listener was made again
+		 * (after a device removal) would answer the connectors with
+		 * its own bytes, which they report as data gone wrong.
+		 */
+		port = opt_port + (for_bind ? below(&t->rng, 8) : 8);
 		break;
 	case 4:
 		port = 0;

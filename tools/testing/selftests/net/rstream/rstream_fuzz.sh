@@ -124,7 +124,24 @@ device_carries_data_again() {
 	rdma res show cm_id
 	echo "queue pairs:"
 	rdma res show qp
-	dmesg | tail -n 20
+	echo "rxe0's counters:"
+	grep . /sys/class/infiniband/rxe0/ports/1/hw_counters/* 2>/dev/null |
+		sed 's|.*/||' | grep -v ':0$' | tr '\n' ' '
+	echo
+	echo "GIDs: $(cat /sys/class/infiniband/rxe0/ports/1/gids/[0-3] | tr '\n' ' ')"
+	dmesg | grep -v "speed is unknown" | tail -n 20
+	"$DIR/rstream_xfer" loop "$ADDR4" 21011 -s 65536 -n 64 -d \
+		-T $((60 * SCALE)) &
+	x=$!
+	sleep 3
+	echo "while the second connects:"
+	rdma res show cm_id
+	echo "ib_cm's counters:"
+	for f in /sys/class/infiniband_cm/rxe0/1/*/*; do
+		[ "$(cat "$f")" = 0 ] || printf "%s " "${f#/sys/class/infiniband_cm/rxe0/1/}=$(cat "$f")"
+	done
+	echo
+	wait $x && die "no data over the first new connection; the second worked"
 	die "no data over a new connection"
 }
 
