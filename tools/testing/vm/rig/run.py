@@ -438,6 +438,9 @@ def host_checks(ksrc, section):
                              input=probe, text=True, capture_output=True)
         section.check(f"uapi rstream.h compiles alone as {lang} {std}",
                       res.returncode == 0, res.stderr.strip()[:300])
+    wrong = console.self_check()
+    section.check("the console judge's own cases", not wrong,
+                  "; ".join(wrong))
     dkms = (REPO / "dkms.conf").read_text()
     code = (REPO / "net" / "rstream" / "rstream.h").read_text()
     dv = re.search(r'PACKAGE_VERSION="([^"]+)"', dkms)

@@ -102,6 +102,7 @@ sweep() {
 	reject=
 	[ -n "$3" ] && reject=$(extent "$2" "$3")
 	arm_filter "$1" "$range" "$reject"
+	injecting_failures begin
 	count=$(cat "$STATE.$1" 2>/dev/null || echo 0)
 	: > $STATE.errors
 	n=1
@@ -131,6 +132,7 @@ sweep() {
 		[ $((count + n)) -gt 1 ] && count=$((count + n))
 		n=$((n + 1))
 	done
+	injecting_failures end
 	echo "$count" > "$STATE.$1"
 	echo "$fired allocations failed in turn; how the cycles ended:"
 	sort $STATE.errors | uniq -c | sed 's/^/  /'
@@ -155,5 +157,6 @@ if ! [ -w $DBG/failslab/probability ] ||
    ! [ -w $DBG/fail_page_alloc/probability ]; then
 	die "no fault injection in this kernel (the debug kernel has it)"
 fi
+trap 'injecting_failures end' EXIT	# after a sweep that died
 run_tests rstream_slab_allocations rstream_page_allocations \
 	rxe_slab_allocations rxe_page_allocations
