@@ -315,7 +315,55 @@ static size_t some_len(struct thread *t)
 	}
 }
 
-/* Addresses: ours, the echo server's, nobody's, and malformed ones. */
+/*
+ * Addresses: ours, the echo server's, nobody's, and malformed ones.
+ *
+ * Ports from opt_port: 0 to 7 the fuzzers', ECHO_PORT the echo server's
+ * IPv4 listener and the next its IPv6 one, NOBODY_PORT nobody's.
+ */
+#define ECHO_PORT	8
+#define NOBODY_PORT	10
+
+/*
+ * Two listeners on one port of one device share an ib_cm listen, and
+ * rdma_cm does not hold the listener it finds for a REQ: destroying one
+ * while a REQ for it is handled is a use after free inside rdma_cm
+ * (README, open problems; seen on the debug kernel, freed by
+ * cma_process_remove, used in cma_ib_req_handler).  Such pairs are
+ * possible with TCP's rules only across families (192.0.2.1 and
+ * ::ffff:192.0.2.1 or 2001:db8::1, or two wildcards, one of them
+ * IPV6_V6ONLY), so each kind of address binds its own ports: IPv4 0 to
+ * 2, IPv4-mapped 3 and 4, IPv6 5 to 7.  The echo server's two listeners
+ * are on two ports for the same reason.
+ */
+static void bind_port_by_family(struct sockaddr_storage *ss)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+	int port, first, n;
+
+	if (ss->ss_family == AF_INET) {
+		port = ntohs(sin->sin_port);
+		first = 0;
+		n = 3;
+	} else if (ss->ss_family == AF_INET6) {
+		port = ntohs(sin6->sin6_port);
+		if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr)) {
+			first = 3;
+			n = 2;
+		} else {
+			first = 5;
+			n = 3;
+		}
+	} else {
+		return;
+	}
+	if (port < opt_port || port >= opt_port + NOBODY_PORT + 1)
+		return;
+	/* sin_port and sin6_port are at the same offset */
+	sin->sin_port = htons(opt_port + first + (port - opt_port) % n);
+}
+
 
 static socklen_t some_addr(struct thread *t, struct sockaddr_storage *ss,
 			   bool for_bind)
@@ -346,16 +394,17 @@ static socklen_t some_addr(struct thread *t, struct sockaddr_storage *ss,
 		 * (after a device removal) would answer the connectors with
 		 * its own bytes, which they report as data gone wrong.
 		 */
-		port = opt_port + (for_bind ? below(&t->rng, 8) : 8);
+		port = opt_port + (for_bind ? below(&t->rng, 8) :
+				   ECHO_PORT + below(&t->rng, 2));
 		break;
 	case 4:
 		port = 0;
 		break;
 	case 5:
-		port = opt_port + 9;			/* nobody listens */
+		port = opt_port + NOBODY_PORT;
 		break;
 	default:
-		port = for_bind ? 0 : opt_port + below(&t->rng, 9);
+		port = for_bind ? 0 : opt_port + below(&t->rng, NOBODY_PORT);
 	}
 	if (chance(&t->rng, 50)) {
 		sin->sin_family = AF_INET;
@@ -388,6 +437,8 @@ static socklen_t some_addr(struct thread *t, struct sockaddr_storage *ss,
 		memset((char *)ss + len, 0xa5, sizeof(*ss) - len);
 		break;
 	}
+	if (for_bind)
+		bind_port_by_family(ss);
 	return len;
 }
 
@@ -1067,12 +1118,12 @@ static socklen_t echo_addr(struct sockaddr_storage *ss, bool v6)
 	memset(ss, 0, sizeof(*ss));
 	if (v6) {
 		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons(opt_port + 8);
+		sin6->sin6_port = htons(opt_port + ECHO_PORT + 1);
 		inet_pton(AF_INET6, addr6, &sin6->sin6_addr);
 		return sizeof(*sin6);
 	}
 	sin->sin_family = AF_INET;
-	sin->sin_port = htons(opt_port + 8);
+	sin->sin_port = htons(opt_port + ECHO_PORT);
 	inet_pton(AF_INET, addr4, &sin->sin_addr);
 	return sizeof(*sin);
 }
@@ -1510,12 +1561,12 @@ int main(int argc, char **argv)
 	}
 	if (optind != argc || opt_seconds < 1 || opt_workers < 1 ||
 	    opt_connectors < 0 || opt_workers + opt_connectors + 1 > MAX_THREADS ||
-	    opt_port < 1 || opt_port > 65535 - 10 || opt_grace < 1)
+	    opt_port < 1 || opt_port > 65535 - NOBODY_PORT || opt_grace < 1)
 		print_usage(argv[0]);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("seed %llu: %d workers, %d connectors, %d s, ports %d-%d, fuzzers as uid %d\n",
 	       (unsigned long long)opt_seed, opt_workers, opt_connectors,
-	       opt_seconds, opt_port, opt_port + 9, opt_uid);
+	       opt_seconds, opt_port, opt_port + NOBODY_PORT, opt_uid);
 
 	/* RSTREAM_FUZZ_TCP: over TCP, to check this program itself. */
 	family = getenv("RSTREAM_FUZZ_TCP") ? AF_INET : rstream_family();

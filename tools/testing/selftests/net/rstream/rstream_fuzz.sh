@@ -118,7 +118,7 @@ everything_released() {
 
 device_carries_data_again() {
 	rxe0_back || die "rxe0 is not back"
-	"$DIR/rstream_xfer" loop "$ADDR4" 21010 -s 65536 -n 64 -d \
+	"$DIR/rstream_xfer" loop "$ADDR4" 21020 -s 65536 -n 64 -d \
 		-T $((60 * SCALE)) && return
 	echo "rdma_cm's ids:"
 	rdma res show cm_id
@@ -130,7 +130,7 @@ device_carries_data_again() {
 	echo
 	echo "GIDs: $(cat /sys/class/infiniband/rxe0/ports/1/gids/[0-3] | tr '\n' ' ')"
 	dmesg | grep -v "speed is unknown" | tail -n 20
-	"$DIR/rstream_xfer" loop "$ADDR4" 21011 -s 65536 -n 64 -d \
+	"$DIR/rstream_xfer" loop "$ADDR4" 21021 -s 65536 -n 64 -d \
 		-T $((60 * SCALE)) &
 	x=$!
 	sleep 3
