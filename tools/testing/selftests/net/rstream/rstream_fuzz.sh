@@ -116,8 +116,18 @@ everything_released() {
 	echo "all released $((i / 10)) s after the fuzzer ended"
 }
 
+# The device works for rstream again.  A GSI QP (QP1) left in the error
+# state is soft-RoCE's known problem, not rstream's (README, known
+# problems: rxe_requester() errors any QP whose packet it cannot build,
+# QP1 included, and QP1 never leaves that state): the device is made
+# again, said so, and the check goes on.
 device_carries_data_again() {
 	rxe0_back || die "rxe0 is not back"
+	if rdma res show qp lqpn 1 | grep -q "state ERR"; then
+		echo "rxe0's GSI QP is in the error state (soft-RoCE, README): rxe0 made again"
+		rdma link delete rxe0 || die "rdma link delete rxe0 failed"
+		rxe0_back || die "rxe0 is not back"
+	fi
 	"$DIR/rstream_xfer" loop "$ADDR4" 21020 -s 65536 -n 64 -d \
 		-T $((60 * SCALE)) && return
 	echo "rdma_cm's ids:"
