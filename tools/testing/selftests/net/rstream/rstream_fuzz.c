@@ -364,7 +364,6 @@ static void bind_port_by_family(struct sockaddr_storage *ss)
 	sin->sin_port = htons(opt_port + first + (port - opt_port) % n);
 }
 
-
 static socklen_t some_addr(struct thread *t, struct sockaddr_storage *ss,
 			   bool for_bind)
 {
