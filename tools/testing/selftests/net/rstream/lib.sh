@@ -22,6 +22,23 @@ new_log() {
 	dmesg | tail -n +$((LOG_MARK + 1))
 }
 
+# AF_RSTREAM sockets in use (the "sockets" column of /proc/net/protocols).
+rstream_sockets() {
+	awk '$1 == "RSTREAM" { print $3 }' /proc/net/protocols
+}
+
+# wait_no_sockets <seconds>: closed sockets finish their teardown in the
+# background; 0 once none is left, 1 if some remain after <seconds>.
+wait_no_sockets() {
+	_waited=0	# not i: callers loop with it
+	until [ "$(rstream_sockets)" = 0 ]; do
+		_waited=$((_waited + 1))
+		[ $_waited -gt $(($1 * 10)) ] && return 1
+		sleep 0.1
+	done
+	return 0
+}
+
 # injecting_failures begin|end: from begin to end, allocations fail on
 # purpose, and the kernel's report of each (warn_alloc's "vmalloc error"
 # with its stack) is what was asked for: the rig's console judge does not

@@ -140,7 +140,7 @@ sweep() {
 	cycle 20399 none || die "the cycle without failures"
 	grep -q "^ok" $CYCLE_OUT || die "the cycle without failures: $(cat $CYCLE_OUT)"
 	i=0
-	until [ "$(awk '$1 == "RSTREAM" { print $3 }' /proc/net/protocols)" = 0 ] &&
+	until [ "$(rstream_sockets)" = 0 ] &&
 	      [ "$(rdma res show qp | grep -c 'comm \[rstream\]')" = 0 ]; do
 		i=$((i + 1))
 		[ $i -gt $((300 * SCALE)) ] && die "sockets or queue pairs remain after the sweep"

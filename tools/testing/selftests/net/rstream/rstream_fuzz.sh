@@ -105,7 +105,7 @@ everything_released() {
 	limit=$((300 * SCALE))
 	i=0
 	while :; do
-		socks=$(awk '$1 == "RSTREAM" { print $3 }' /proc/net/protocols)
+		socks=$(rstream_sockets)
 		qps=$(rdma res show qp 2>/dev/null | grep -c 'comm \[rstream\]')
 		ids=$(rdma res show cm_id 2>/dev/null | grep -c 'comm \[rstream\]')
 		[ "$socks" = 0 ] && [ "$qps" = 0 ] && [ "$ids" = 0 ] && break

@@ -57,12 +57,7 @@ stop() {	# stop <pid>: a paused or serving rstream_cmd ends
 
 # Closed connections finish in the background: until nothing is left.
 wait_released() {
-	i=0
-	until [ "$(awk '$1 == "RSTREAM" { print $3 }' /proc/net/protocols)" = 0 ]; do
-		i=$((i + 1))
-		[ $i -gt 600 ] && die "sockets remain 60 s after closing"
-		sleep 0.1
-	done
+	wait_no_sockets 60 || die "sockets remain 60 s after closing"
 }
 
 # A per-CPU cache holds up to 256 pages of the total back (net.core's

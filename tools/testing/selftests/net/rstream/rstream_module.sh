@@ -277,12 +277,7 @@ device_removed_while_sockets_close() {
 	wait $CMD_PID
 	tail -n 1 $CMD_OUT
 	rxe0_back
-	i=0
-	until [ "$(awk '$1 == "RSTREAM" { print $3 }' /proc/net/protocols)" = 0 ]; do
-		i=$((i + 1))
-		[ $i -gt 300 ] && die "sockets remain 30 s after the removal"
-		sleep 0.1
-	done
+	wait_no_sockets 30 || die "sockets remain 30 s after the removal"
 	"$DIR/rstream_xfer" loop "$addr" 20215 -s 65536 -n 16 -T 60 ||
 		die "no connection on rxe0 re-added"
 }
