@@ -35,11 +35,17 @@ listening() {
 		/proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
+# children <pid>: the pids whose parent is <pid> (the guest has no pgrep).
+children() {
+	grep -l "^PPid:[[:space:]]*$1\$" /proc/[0-9]*/status 2>/dev/null |
+		cut -d/ -f3
+}
+
 # What the server's processes are doing, what rdma_cm holds, what the
 # kernel said last: printed when a pair fails, so that the failure says
 # which end stopped and where.
 pair_state() {
-	for pid in $spid $(pgrep -P "$spid"); do
+	for pid in $spid $(children "$spid"); do
 		[ -d "/proc/$pid" ] || continue
 		echo "server pid $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline")"
 		for task in /proc/"$pid"/task/*; do
@@ -51,6 +57,8 @@ pair_state() {
 	done
 	echo "rdma_cm ids:"
 	rdma res show cm_id 2>&1 | sed 's/^/  /'
+	echo "queue pairs:"
+	rdma res show qp 2>&1 | sed 's/^/  /'
 	echo "kernel log, last lines:"
 	dmesg | tail -n 8 | sed 's/^/  /'
 	echo "server said: $(cat "$sout")"
@@ -88,11 +96,15 @@ $state"
 		fi
 		sleep 0.1
 	done
-	if ! cout=$(timeout "$limit" "$client" -s "$ADDR4" -f ip -p "$port" "$@" 2>&1); then
+	started=$SECONDS
+	cout=$(timeout "$limit" "$client" -s "$ADDR4" -f ip -p "$port" "$@" 2>&1)
+	status=$?
+	if [ $status -ne 0 ]; then
 		state=$(pair_state)
 		kill $spid 2>/dev/null
 		wait $spid
-		die "client $client $* failed with the server listening (limit ${limit} s): $(echo "$cout" | grep -v '^name' | head -n 3 | tr '\n' ' ')
+		[ $status -eq 124 ] && status="124, killed at the limit"
+		die "client $client $* failed with the server listening (status $status after $((SECONDS - started)) s, limit ${limit} s): $(echo "$cout" | grep -v '^name' | head -n 3 | tr '\n' ' ')
 client said: $cout
 $state"
 	fi
