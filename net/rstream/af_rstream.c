@@ -246,7 +246,6 @@ static bool rstream_needs_renew(struct rstream_sock *rs)
 static int rstream_sock_renew(struct rstream_sock *rs)
 {
 	struct sock *sk = &rs->sk;
-	struct rdma_cm_id *id;
 	int err;
 
 	/* Works of the last attempt must not touch this one. */
@@ -255,12 +254,7 @@ static int rstream_sock_renew(struct rstream_sock *rs)
 	if (cancel_work_sync(&rs->reset_work))
 		sock_put(sk);
 
-	mutex_lock(&rs->cm_lock);
-	id = rstream_cm_id_detach(rs);
-	rstream_conn_destroy(rs);
-	mutex_unlock(&rs->cm_lock);
-	if (id)
-		rdma_destroy_id(id);
+	rstream_conn_stop(rs);
 	rstream_conn_free(rs);
 	rstream_mem_uncharge(rs, false);
 	rs->flags = 0;

@@ -405,28 +405,15 @@ void rstream_wc_failed(struct rstream_sock *rs, const struct ib_wc *wc)
 }
 
 /*
- * Send our DISCONNECT if the peer may still be listening, so a userspace
- * rsocket peer sees the end of the stream in band, then free everything.
- * Workqueue (process context), holding a reference on the socket.
+ * Destroy the CM id and the connection's verbs resources, in the order
+ * that keeps rdma_cm's handler and the QP's event handler off freed
+ * memory.  Used when the socket closes and when it starts again after a
+ * failed attempt.  Process context, no lock held (rdma_destroy_id() waits
+ * for the handler, which takes cm_lock).
  */
-static void rstream_teardown_work(struct work_struct *work)
+void rstream_conn_stop(struct rstream_sock *rs)
 {
-	struct rstream_sock *rs = container_of(work, struct rstream_sock,
-					       teardown_work);
 	struct rdma_cm_id *id;
-
-	if (test_bit(RSTREAM_F_CONNECTED, &rs->flags) &&
-	    !test_bit(RSTREAM_F_DEAD, &rs->flags) &&
-	    !test_bit(RSTREAM_F_DISC_RECV, &rs->flags)) {
-		if (!rstream_send_ctrl(rs, RSTREAM_CTRL_DISCONNECT))
-			wait_for_completion_timeout(&rs->disc_done,
-						    RSTREAM_DISC_TIMEOUT);
-	}
-	/* A queued reset and a connect deadline hold references of their own. */
-	if (cancel_work_sync(&rs->reset_work))
-		sock_put(&rs->sk);
-	if (cancel_delayed_work_sync(&rs->connect_work))
-		sock_put(&rs->sk);
 
 	mutex_lock(&rs->cm_lock);
 	if (rs->cm_id && !test_bit(RSTREAM_F_CONNECTED, &rs->flags)) {
@@ -446,6 +433,32 @@ static void rstream_teardown_work(struct work_struct *work)
 	/* Connected: the QP is gone first, so no QP event can use the id. */
 	if (id)
 		rdma_destroy_id(id);
+}
+
+/*
+ * Send our DISCONNECT if the peer may still be listening, so a userspace
+ * rsocket peer sees the end of the stream in band, then free everything.
+ * Workqueue (process context), holding a reference on the socket.
+ */
+static void rstream_teardown_work(struct work_struct *work)
+{
+	struct rstream_sock *rs = container_of(work, struct rstream_sock,
+					       teardown_work);
+
+	if (test_bit(RSTREAM_F_CONNECTED, &rs->flags) &&
+	    !test_bit(RSTREAM_F_DEAD, &rs->flags) &&
+	    !test_bit(RSTREAM_F_DISC_RECV, &rs->flags)) {
+		if (!rstream_send_ctrl(rs, RSTREAM_CTRL_DISCONNECT))
+			wait_for_completion_timeout(&rs->disc_done,
+						    RSTREAM_DISC_TIMEOUT);
+	}
+	/* A queued reset and a connect deadline hold references of their own. */
+	if (cancel_work_sync(&rs->reset_work))
+		sock_put(&rs->sk);
+	if (cancel_delayed_work_sync(&rs->connect_work))
+		sock_put(&rs->sk);
+
+	rstream_conn_stop(rs);
 	sock_put(&rs->sk);
 }
 

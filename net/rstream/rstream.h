@@ -279,6 +279,7 @@ u32 rstream_conn_cq_entries(u32 sq_size, u32 rq_size);
 int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id);
 int rstream_conn_start(struct rstream_sock *rs, struct rdma_cm_id *id);
 void rstream_conn_destroy(struct rstream_sock *rs);
+void rstream_conn_stop(struct rstream_sock *rs);
 void rstream_conn_reset(struct rstream_sock *rs, int err, const char *why);
 void rstream_wc_failed(struct rstream_sock *rs, const struct ib_wc *wc);
 void rstream_conn_build_params(struct rstream_sock *rs,
