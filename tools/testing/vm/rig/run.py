@@ -216,6 +216,15 @@ def fuzz_seed():
     return seed
 
 
+def case_filter():
+    """RSTREAM_CASES: the shell suites run only their cases whose names
+    contain one of its words (empty: all of them)."""
+    words = os.environ.get("RSTREAM_CASES", "")
+    if not re.fullmatch(r"[A-Za-z0-9_ ]*", words):
+        raise RigError(f"RSTREAM_CASES={words}: case names, space separated")
+    return words
+
+
 def suite_filter(plan):
     """The suites of @plan that RSTREAM_SUITES names (words matched
     against suite names), for a quicker run while working; all of them
@@ -242,6 +251,7 @@ def guest_conf(role, mode, kernel):
         "RSTREAM_KASAN": int(kernel.debug),
         "RSTREAM_FUZZ_SECONDS": FUZZ_SECONDS[kernel.debug],
         "RSTREAM_FUZZ_SEED": fuzz_seed(),
+        "RSTREAM_CASES": case_filter(),
     }
     return "".join(f"{k}='{v}'\n" for k, v in values.items())
 
