@@ -116,6 +116,15 @@ everything_released() {
 	echo "all released $((i / 10)) s after the fuzzer ended"
 }
 
+# counters: soft-RoCE's and ib_cm's counters of rxe0's port, "name value"
+# per line, sorted.
+counters() {
+	port=/sys/class/infiniband/rxe0/ports/1
+	for f in "$port"/hw_counters/* "$port"/cm_*/*; do
+		[ -f "$f" ] && echo "${f#"$port"/} $(cat "$f")"
+	done | sort
+}
+
 # The device works for rstream again.  A GSI QP (QP1) left in the error
 # state is soft-RoCE's known problem, not rstream's (README, known
 # problems: rxe_requester() errors any QP whose packet it cannot build,
@@ -134,23 +143,28 @@ device_carries_data_again() {
 	rdma res show cm_id
 	echo "queue pairs:"
 	rdma res show qp
-	echo "rxe0's counters:"
-	grep . /sys/class/infiniband/rxe0/ports/1/hw_counters/* 2>/dev/null |
-		sed 's|.*/||' | grep -v ':0$' | tr '\n' ' '
-	echo
+	echo "rxe0's counters: $(counters | grep -v ' 0$' | tr '\n' ' ')"
 	echo "GIDs: $(cat /sys/class/infiniband/rxe0/ports/1/gids/[0-3] | tr '\n' ' ')"
 	dmesg | grep -v "speed is unknown" | tail -n 20
+	# The second attempt with the RDMA drivers' debug messages on, and
+	# the counters before and after: where does the REQ go?
+	counters > /tmp/rstream_fuzz.before
+	echo "module rdma_rxe +p; module ib_cm +p; module rdma_cm +p; module ib_core +p" \
+		> /sys/kernel/debug/dynamic_debug/control 2>/dev/null
 	"$DIR/rstream_xfer" loop "$ADDR4" 21021 -s 65536 -n 64 -d \
 		-T $((60 * SCALE)) &
 	x=$!
 	sleep 3
 	echo "while the second connects:"
 	rdma res show cm_id
-	echo "ib_cm's counters:"
-	for f in /sys/class/infiniband_cm/rxe0/1/*/*; do
-		[ "$(cat "$f")" = 0 ] || printf "%s " "${f#/sys/class/infiniband_cm/rxe0/1/}=$(cat "$f")"
-	done
-	echo
+	counters > /tmp/rstream_fuzz.after
+	echo "counters that moved in 3 s (before -> after):"
+	awk 'NR == FNR { was[$1] = $2; next }
+	     was[$1] != $2 { printf "%s %s->%s  ", $1, was[$1], $2 }
+	     END { print "" }' /tmp/rstream_fuzz.before /tmp/rstream_fuzz.after
+	echo "module rdma_rxe -p; module ib_cm -p; module rdma_cm -p; module ib_core -p" \
+		> /sys/kernel/debug/dynamic_debug/control 2>/dev/null
+	dmesg | tail -n 30
 	wait $x && die "no data over the first new connection; the second worked"
 	die "no data over a new connection"
 }
