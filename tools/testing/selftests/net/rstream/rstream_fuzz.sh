@@ -20,6 +20,7 @@ FUZZ_TIME=${RSTREAM_FUZZ_SECONDS:-60}
 SEED=${RSTREAM_FUZZ_SEED:-$(( $(date +%s) % 1000000007 ))}
 OUT=/tmp/rstream_fuzz.out
 STOP=/tmp/rstream_fuzz.stop
+DYNDBG=/sys/kernel/debug/dynamic_debug/control
 NETDEV=$(rdma link show rxe0/1 2>/dev/null | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
 
 # rxe0 back, with its port active.
@@ -78,6 +79,10 @@ fuzz() {
 	[ -n "$NETDEV" ] || die "no rxe0 in 'rdma link show'"
 	rm -f $STOP
 	echo "seed $SEED (RSTREAM_FUZZ_SEED=$SEED repeats the calls), $FUZZ_TIME s"
+	# soft-RoCE's debug messages (each names its QP: "qp#1 ..." is the
+	# GSI QP, which carries the CM's messages) go to the kernel log, not
+	# the console, for device_carries_data_again to show.
+	echo "module rdma_rxe +p" > $DYNDBG 2>/dev/null
 	cycle_device > /tmp/rstream_fuzz.device 2>&1 &
 	cycler=$!
 	"$DIR/rstream_fuzz" -s "$SEED" -t "$FUZZ_TIME" -g $((30 * SCALE)) \
@@ -86,6 +91,7 @@ fuzz() {
 	touch $STOP
 	wait $cycler
 	crc=$?
+	echo "module rdma_rxe -p" > $DYNDBG 2>/dev/null
 	cat $OUT /tmp/rstream_fuzz.device
 	if [ $rc = 3 ]; then
 		# The kernel's side of each hung call.
@@ -145,12 +151,14 @@ device_carries_data_again() {
 	rdma res show qp
 	echo "rxe0's counters: $(counters | grep -v ' 0$' | tr '\n' ' ')"
 	echo "GIDs: $(cat /sys/class/infiniband/rxe0/ports/1/gids/[0-3] | tr '\n' ' ')"
+	echo "soft-RoCE's last messages about the GSI QP during the fuzz:"
+	dmesg | grep "qp#1 " | tail -n 10
 	dmesg | grep -v "speed is unknown" | tail -n 20
 	# The second attempt with the RDMA drivers' debug messages on, and
 	# the counters before and after: where does the REQ go?
 	counters > /tmp/rstream_fuzz.before
 	echo "module rdma_rxe +p; module ib_cm +p; module rdma_cm +p; module ib_core +p" \
-		> /sys/kernel/debug/dynamic_debug/control 2>/dev/null
+		> $DYNDBG 2>/dev/null
 	"$DIR/rstream_xfer" loop "$ADDR4" 21021 -s 65536 -n 64 -d \
 		-T $((60 * SCALE)) &
 	x=$!
@@ -163,7 +171,7 @@ device_carries_data_again() {
 	     was[$1] != $2 { printf "%s %s->%s  ", $1, was[$1], $2 }
 	     END { print "" }' /tmp/rstream_fuzz.before /tmp/rstream_fuzz.after
 	echo "module rdma_rxe -p; module ib_cm -p; module rdma_cm -p; module ib_core -p" \
-		> /sys/kernel/debug/dynamic_debug/control 2>/dev/null
+		> $DYNDBG 2>/dev/null
 	dmesg | tail -n 30
 	wait $x && die "no data over the first new connection; the second worked"
 	die "no data over a new connection"
