@@ -21,6 +21,7 @@ SEED=${RSTREAM_FUZZ_SEED:-$(( $(date +%s) % 1000000007 ))}
 OUT=/tmp/rstream_fuzz.out
 STOP=/tmp/rstream_fuzz.stop
 DYNDBG=/sys/kernel/debug/dynamic_debug/control
+TRACING=/sys/kernel/debug/tracing
 NETDEV=$(rdma link show rxe0/1 2>/dev/null | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
 
 # rxe0 back, with its port active.
@@ -126,9 +127,17 @@ everything_released() {
 # per line, sorted.
 counters() {
 	port=/sys/class/infiniband/rxe0/ports/1
-	for f in "$port"/hw_counters/* "$port"/cm_*/*; do
-		[ -f "$f" ] && echo "${f#"$port"/} $(cat "$f")"
-	done | sort
+	{
+		for f in "$port"/hw_counters/* "$port"/cm_*/*; do
+			[ -f "$f" ] && echo "${f#"$port"/} $(cat "$f")"
+		done
+		# A RoCE packet to a local address that soft-RoCE did not
+		# loop back itself goes through lo and UDP.
+		echo "lo/rx_packets $(cat /sys/class/net/lo/statistics/rx_packets)"
+		awk '$1 == "Udp:" && $2 ~ /^[0-9]/ {
+			print "udp/InDatagrams", $2; print "udp/NoPorts", $3
+			print "udp/InErrors", $4 }' /proc/net/snmp
+	} | sort
 }
 
 # The device works for rstream again.  A GSI QP (QP1) left in the error
@@ -159,6 +168,14 @@ device_carries_data_again() {
 	counters > /tmp/rstream_fuzz.before
 	echo "module rdma_rxe +p; module ib_cm +p; module rdma_cm +p; module ib_core +p" \
 		> $DYNDBG 2>/dev/null
+	# Which way each RoCE packet goes: soft-RoCE's own loopback or
+	# the IP stack (the static ones may be inlined and not traceable).
+	for fn in rxe_xmit_packet rxe_loopback rxe_send rxe_udp_encap_recv \
+		  rxe_rcv rxe_icrc_check; do
+		echo "$fn" >> $TRACING/set_ftrace_filter 2>/dev/null
+	done
+	echo > $TRACING/trace 2>/dev/null
+	echo function > $TRACING/current_tracer 2>/dev/null
 	"$DIR/rstream_xfer" loop "$ADDR4" 21021 -s 65536 -n 64 -d \
 		-T $((60 * SCALE)) &
 	x=$!
@@ -166,6 +183,10 @@ device_carries_data_again() {
 	echo "while the second connects:"
 	rdma res show cm_id
 	counters > /tmp/rstream_fuzz.after
+	echo nop > $TRACING/current_tracer 2>/dev/null
+	echo "soft-RoCE's functions called in those 3 s:"
+	grep -v "^#" $TRACING/trace 2>/dev/null | tail -n 20
+	echo > $TRACING/set_ftrace_filter 2>/dev/null
 	echo "counters that moved in 3 s (before -> after):"
 	awk 'NR == FNR { was[$1] = $2; next }
 	     was[$1] != $2 { printf "%s %s->%s  ", $1, was[$1], $2 }
