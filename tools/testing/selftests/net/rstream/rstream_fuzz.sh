@@ -80,10 +80,6 @@ fuzz() {
 	[ -n "$NETDEV" ] || die "no rxe0 in 'rdma link show'"
 	rm -f $STOP
 	echo "seed $SEED (RSTREAM_FUZZ_SEED=$SEED repeats the calls), $FUZZ_TIME s"
-	# soft-RoCE's debug messages (each names its QP: "qp#1 ..." is the
-	# GSI QP, which carries the CM's messages) go to the kernel log, not
-	# the console, for device_carries_data_again to show.
-	echo "module rdma_rxe +p" > $DYNDBG 2>/dev/null
 	cycle_device > /tmp/rstream_fuzz.device 2>&1 &
 	cycler=$!
 	"$DIR/rstream_fuzz" -s "$SEED" -t "$FUZZ_TIME" -g $((30 * SCALE)) \
@@ -92,7 +88,6 @@ fuzz() {
 	touch $STOP
 	wait $cycler
 	crc=$?
-	echo "module rdma_rxe -p" > $DYNDBG 2>/dev/null
 	cat $OUT /tmp/rstream_fuzz.device
 	if [ $rc = 3 ]; then
 		# The kernel's side of each hung call.
@@ -160,8 +155,6 @@ device_carries_data_again() {
 	rdma res show qp
 	echo "rxe0's counters: $(counters | grep -v ' 0$' | tr '\n' ' ')"
 	echo "GIDs: $(cat /sys/class/infiniband/rxe0/ports/1/gids/[0-3] | tr '\n' ' ')"
-	echo "soft-RoCE's last messages about the GSI QP during the fuzz:"
-	dmesg | grep "qp#1 " | tail -n 10
 	dmesg | grep -v "speed is unknown" | tail -n 20
 	# The second attempt with the RDMA drivers' debug messages on, and
 	# the counters before and after: where does the REQ go?
