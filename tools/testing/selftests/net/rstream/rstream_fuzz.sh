@@ -147,6 +147,7 @@ probe_rxe_rcv() {
 	t=/sys/kernel/tracing
 	[ -e $t/kprobe_events ] || mount -t tracefs nodev $t 2>/dev/null
 	if [ "$1" = on ]; then
+		# shellcheck disable=SC2016 # $retval is the tracer's
 		{
 			echo 'p:rsdiag/rcv rxe_rcv'
 			echo 'p:rsdiag/get_index rxe_pool_get_index index=%si:u32'
@@ -192,8 +193,9 @@ device_carries_data_again() {
 	# A second attempt, watched: the counters before and after its
 	# first 3 s, the drivers' debug messages, soft-RoCE's receive path.
 	counters > /tmp/rstream_fuzz.before
-	set -- $(rxe_packets)
-	sent=$1 rcvd=$2
+	read -r sent rcvd <<-EOF
+	$(rxe_packets)
+	EOF
 	echo "module rdma_rxe +p; module ib_cm +p; module rdma_cm +p; module ib_core +p" \
 		> $DYNDBG 2>/dev/null
 	probe_rxe_rcv on
@@ -203,8 +205,10 @@ device_carries_data_again() {
 	echo "while the second connects:"
 	rdma res show cm_id
 	counters > /tmp/rstream_fuzz.after
-	set -- $(rxe_packets)
-	sent=$(($1 - sent)) rcvd=$(($2 - rcvd))
+	read -r sent1 rcvd1 <<-EOF
+	$(rxe_packets)
+	EOF
+	sent=$((sent1 - sent)) rcvd=$((rcvd1 - rcvd))
 	echo "soft-RoCE's receive path in those 3 s:"
 	probe_rxe_rcv off
 	echo "counters that moved in 3 s (before -> after):"
@@ -215,8 +219,9 @@ device_carries_data_again() {
 		> $DYNDBG 2>/dev/null
 	dmesg | tail -n 12
 	wait $x && die "no data over the first new connection; the second worked"
-	[ $sent -gt 0 ] && [ $rcvd = 0 ] ||
+	if [ "$sent" = 0 ] || [ "$rcvd" != 0 ]; then
 		die "no data over a new connection ($sent packets sent, $rcvd received)"
+	fi
 	echo "rxe0 sent itself $sent packets and received none (soft-RoCE, README): rxe0 made again"
 	rdma link delete rxe0 || die "rdma link delete rxe0 failed"
 	rxe0_back || die "rxe0 is not back"

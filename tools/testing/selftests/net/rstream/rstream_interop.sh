@@ -96,7 +96,7 @@ $state"
 		fi
 		sleep 0.1
 	done
-	started=$SECONDS
+	started=$(date +%s)
 	cout=$(timeout "$limit" "$client" -s "$ADDR4" -f ip -p "$port" "$@" 2>&1)
 	status=$?
 	if [ $status -ne 0 ]; then
@@ -104,7 +104,7 @@ $state"
 		kill $spid 2>/dev/null
 		wait $spid
 		[ $status -eq 124 ] && status="124, killed at the limit"
-		die "client $client $* failed with the server listening (status $status after $((SECONDS - started)) s, limit ${limit} s): $(echo "$cout" | grep -v '^name' | head -n 3 | tr '\n' ' ')
+		die "client $client $* failed with the server listening (status $status after $(($(date +%s) - started)) s, limit ${limit} s): $(echo "$cout" | grep -v '^name' | head -n 3 | tr '\n' ' ')
 client said: $cout
 $state"
 	fi
