@@ -248,12 +248,7 @@ static int rstream_sock_renew(struct rstream_sock *rs)
 	struct sock *sk = &rs->sk;
 	int err;
 
-	/* Works of the last attempt must not touch this one. */
-	if (cancel_delayed_work_sync(&rs->connect_work))
-		sock_put(sk);
-	if (cancel_work_sync(&rs->reset_work))
-		sock_put(sk);
-
+	/* Nothing of the last attempt may touch this one. */
 	rstream_conn_stop(rs);
 	rstream_conn_free(rs);
 	rstream_mem_uncharge(rs, false);

@@ -405,28 +405,31 @@ void rstream_wc_failed(struct rstream_sock *rs, const struct ib_wc *wc)
 }
 
 /*
- * Destroy the CM id and the connection's verbs resources, in the order
- * that keeps rdma_cm's handler and the QP's event handler off freed
- * memory.  Used when the socket closes and when it starts again after a
- * failed attempt.  Process context, no lock held (rdma_destroy_id() waits
- * for the handler, which takes cm_lock).
+ * Stop the works of the last attempt, then destroy the CM id and the
+ * connection's verbs resources, in the order that keeps rdma_cm's handler
+ * and the QP's event handler off freed memory.  Used when the socket
+ * closes and when it starts again after a failed attempt.  Process
+ * context, no lock of the connection held (rdma_destroy_id() waits for the
+ * handler, which takes cm_lock).
  */
 void rstream_conn_stop(struct rstream_sock *rs)
 {
 	struct rdma_cm_id *id;
 
+	/* A queued reset and a connect deadline hold references of their own. */
+	if (cancel_work_sync(&rs->reset_work))
+		sock_put(&rs->sk);
+	if (cancel_delayed_work_sync(&rs->connect_work))
+		sock_put(&rs->sk);
+
+	/*
+	 * Not connected: set-up may be running in the handler, so the id goes
+	 * first, waiting for it.  The QP then outlives the id, and detaching
+	 * the id keeps the QP's event handler from seeing it.
+	 */
+	if (!test_bit(RSTREAM_F_CONNECTED, &rs->flags))
+		rstream_cm_drop_id(rs);
 	mutex_lock(&rs->cm_lock);
-	if (rs->cm_id && !test_bit(RSTREAM_F_CONNECTED, &rs->flags)) {
-		/*
-		 * Set-up may be running in the handler: stop it first.  The
-		 * QP outlives the id here, so its event handler must no
-		 * longer see the id.
-		 */
-		id = rstream_cm_id_detach(rs);
-		mutex_unlock(&rs->cm_lock);
-		rdma_destroy_id(id);
-		mutex_lock(&rs->cm_lock);
-	}
 	id = rstream_cm_id_detach(rs);
 	rstream_conn_destroy(rs);
 	mutex_unlock(&rs->cm_lock);
@@ -452,12 +455,6 @@ static void rstream_teardown_work(struct work_struct *work)
 			wait_for_completion_timeout(&rs->disc_done,
 						    RSTREAM_DISC_TIMEOUT);
 	}
-	/* A queued reset and a connect deadline hold references of their own. */
-	if (cancel_work_sync(&rs->reset_work))
-		sock_put(&rs->sk);
-	if (cancel_delayed_work_sync(&rs->connect_work))
-		sock_put(&rs->sk);
-
 	rstream_conn_stop(rs);
 	sock_put(&rs->sk);
 }
