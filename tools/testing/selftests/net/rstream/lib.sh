@@ -48,9 +48,9 @@ injecting_failures() {
 	echo "rstream-vm: allocation failures injected: $1" > /dev/kmsg
 }
 
-# run_tests <function>...: the plan, then each function as one case.  RSTREAM_CASES (from
-# make check, for a quicker run while working) keeps only the cases whose
-# names contain one of its words.
+# run_tests <function>...: the plan, then each function as one case.
+# RSTREAM_CASES (from make check, for a quicker run while working) keeps
+# only the cases whose names contain one of its words.
 run_tests() {
 	if [ -n "${RSTREAM_CASES:-}" ]; then
 		kept=
