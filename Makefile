@@ -3,6 +3,7 @@
 # make            build rstream.ko against the running kernel (KDIR= for another)
 # make run        boot a guest with the module over soft-RoCE and show it working
 # make check      every test, on every kernel (KERNELS="6.1 6.12 debug")
+# make bench      the performance targets, measured in one guest (KERNEL=6.12)
 # make vm-shell   an interactive guest with everything loaded (KERNEL=6.12)
 # make deps       install what the above need (Debian 12, as root)
 
@@ -25,10 +26,13 @@ run:
 check:
 	$(VM) check --kernels "$(KERNELS)"
 
+bench:
+	$(VM) bench --kernel $(KERNEL)
+
 vm-shell:
 	$(VM) shell --kernel $(KERNEL)
 
 deps:
 	$(VM) deps --kernels "$(KERNELS)"
 
-.PHONY: all modules clean run check vm-shell deps
+.PHONY: all modules clean run check bench vm-shell deps

@@ -15,6 +15,8 @@ PACKAGES = [
     "perftest", "libibverbs-dev", "librdmacm-dev",
     # an ordinary program run under rdma-core's librspreload.so
     "netcat-traditional",
+    # make bench's profiles in the guest
+    "linux-perf",
 ]
 
 

@@ -211,13 +211,34 @@ def overlay_image(dest, files):
         write_cpio(root, dest)
 
 
-def initrd(kernel, overlay_files, dest):
-    """Base and overlay concatenated: the kernel unpacks both in turn."""
+def programs_image(programs, packages):
+    """Host programs with their libraries, for the guests of one kind of
+    run only (make bench's perf): cached, keyed by the packages."""
+    versions = " ".join(f"{p}={dpkg_version(p)}" for p in packages)
+    key = digest(" ".join(programs), versions, Path(__file__))
+    dest = CACHE / "initramfs" / f"programs-{key}.cpio.gz"
+    if dest.exists():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="rstream-programs-") as tmp:
+        root = Path(tmp)
+        # The same links as the base's, so that /lib/... lands in usr/lib.
+        make_root_skeleton(root)
+        for prog in programs:
+            copy_with_libraries(root, prog)
+        write_cpio(root, dest)
+    return dest
+
+
+def initrd(kernel, overlay_files, dest, extra=None):
+    """Base, the extra programs (if any) and overlay concatenated: the
+    kernel unpacks them in turn."""
     base = base_image(kernel)
     overlay = Path(str(dest) + ".overlay")
     overlay_image(overlay, overlay_files)
+    parts = [base] + ([programs_image(*extra)] if extra else []) + [overlay]
     with open(dest, "wb") as out:
-        for part in (base, overlay):
+        for part in parts:
             with open(part, "rb") as f:
                 shutil.copyfileobj(f, out)
     overlay.unlink()

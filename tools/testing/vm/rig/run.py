@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import time
 
+from . import bench as benchmark
 from . import console, initramfs, kernels, ktap, qemu
 from .util import (OUT, REPO, VM_DIR, RigError, fresh_dir, output, run, say,
                    tail)
@@ -252,6 +253,10 @@ def guest_conf(role, mode, kernel):
         "RSTREAM_FUZZ_SECONDS": FUZZ_SECONDS[kernel.debug],
         "RSTREAM_FUZZ_SEED": fuzz_seed(),
         "RSTREAM_CASES": case_filter(),
+        # make bench: repetitions, a subset, a profile (guest/bench.sh)
+        "RSTREAM_BENCH_RUNS": bench_runs(),
+        "RSTREAM_BENCH_ONLY": os.environ.get("RSTREAM_BENCH_ONLY", ""),
+        "RSTREAM_BENCH_PERF": os.environ.get("RSTREAM_BENCH_PERF", ""),
     }
     return "".join(f"{k}='{v}'\n" for k, v in values.items())
 
@@ -285,10 +290,11 @@ def pair_nic(kernel):
     return "virtio-net-pci" if kernel.debug else "e1000"
 
 
-def make_guests(kernel, modules, selftests, topology, mode, plan):
+def make_guests(kernel, modules, selftests, topology, mode, plan,
+                memory=2048, extra=None):
     logdir = OUT / "logs" / kernel.name
     if topology == "loopback":
-        roles, nets, smp, mem = ["single"], [[]], 2, 2048
+        roles, nets, smp, mem = ["single"], [[]], 2, memory
     else:
         roles, smp, mem = ["a", "b"], 1, 1536
         port = qemu.free_port()
@@ -298,7 +304,7 @@ def make_guests(kernel, modules, selftests, topology, mode, plan):
         name = topology if role == "single" else f"{topology}-{role}"
         initrd = OUT / kernel.name / f"{name}.initrd"
         initramfs.initrd(kernel, overlay(kernel, modules, selftests, role,
-                                         mode, plan), initrd)
+                                         mode, plan), initrd, extra)
         guests.append(qemu.Guest(name=name, kernel=kernel, initrd=initrd,
                                  logdir=logdir, smp=smp, memory=mem,
                                  net=net))
@@ -581,6 +587,64 @@ def demo(name):
         return 1
     say(f"console log: {g.console}")
     return 0
+
+
+def bench_runs():
+    text = os.environ.get("RSTREAM_BENCH_RUNS", "3")
+    if not text.isdigit() or int(text) < 1:
+        raise RigError(f"RSTREAM_BENCH_RUNS={text}: a count of runs, 1 or "
+                       "more (3 or more for a figure the targets accept)")
+    return int(text)
+
+
+# Three runs of everything take about 20 minutes under TCG.
+BENCH_LIMIT = 3600
+# 1,000 connections held open at both ends need more than the default.
+BENCH_MEMORY = 4096
+# perf for the profiles: only in make bench's guest (the checks' guests
+# boot faster without its libraries).
+BENCH_PROGRAMS = (["/usr/bin/perf"], ["linux-perf"])
+
+
+def bench(name):
+    """make bench: the performance targets, measured in one guest."""
+    if kernels.get(name).debug:
+        raise RigError("make bench measures the stock kernels (6.1, 6.12): "
+                       "the debug kernel's checks dominate its times")
+    report = Report()
+    built = build_for(name, report)
+    if not built:
+        return 1
+    kernel, modules, selftests = built
+    runs = bench_runs()
+    plan = [("bench", BENCH_LIMIT, f"{GUEST_LIB}/guest/bench.sh")]
+    guests, _ = make_guests(kernel, modules, selftests, "loopback", "run",
+                            plan, memory=BENCH_MEMORY, extra=BENCH_PROGRAMS)
+    say(f"booting {kernel.release} under QEMU (TCG): {runs} run(s) of "
+        "each measurement ...")
+    qemu.run(guests, lambda g, line: progress(g, line, show_output=False))
+    g = guests[0]
+    text, _ = suite_sections(g.results_text).get("bench", ("", None))
+    judge_guest(g, plan, report.section(f"{name} {g.name}"),
+                ktap_output=False)
+    lines, met, total = benchmark.report(name, text)
+    commit = subprocess.run(["git", "-C", str(VM_DIR), "describe",
+                             "--always", "--dirty"], text=True,
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL).stdout.strip()
+    head = (f"make bench, stock {name} ({kernel.release}), "
+            f"{time.strftime('%Y-%m-%d')}, commit {commit or 'unknown'}, "
+            f"{runs} run(s)")
+    result = "\n".join([head, ""] + lines) + "\n"
+    dest = OUT / f"bench-{name}.md"
+    dest.write_text(result)
+    (OUT / f"bench-{name}.raw").write_text(text + "\n")
+    say("\n" + result)
+    say(f"written to {dest}; console log: {g.console}")
+    if report.totals().failed:
+        report.print()
+        return 1
+    return 0 if met == total else 3
 
 
 def shell(name):

@@ -29,7 +29,8 @@
  *   serve,ADDR,PORT          listen and accept, holding every connection,
  *                            until SIGUSR1 or SIGTERM
  *   fill,ADDR,PORT,MAX       connect until a connect fails or MAX are
- *                            made, holding them: "fill: N made, then ERR"
+ *                            made, holding them: "fill: N made, then ERR",
+ *                            and "fill-time: MS ms" they took in all
  *
  * Every blocking call gives up after 10 s (SO_RCVTIMEO and SO_SNDTIMEO).
  * Exit status 0, or 2 for a step it does not know.  With
@@ -47,6 +48,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/rstream.h>
 
@@ -210,7 +212,10 @@ static int accept_all(struct sockaddr_storage *ss, socklen_t len)
 /* Connect until refused, holding each connection; report the count. */
 static void connect_all(struct sockaddr_storage *ss, socklen_t len, int max)
 {
+	struct timespec t0, t1;
 	int n = 0, err = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 
 	while (n < max) {
 		int fd = new_socket();
@@ -226,10 +231,13 @@ static void connect_all(struct sockaddr_storage *ss, socklen_t len, int max)
 		}
 		n++;	/* held open until the program ends */
 	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (err)
 		printf("%s: %d made, then %s\n", "fill", n, strerrorname_np(err));
 	else
 		printf("%s: %d made\n", "fill", n);
+	printf("fill-time: %.1f ms\n", (t1.tv_sec - t0.tv_sec) * 1e3 +
+	       (t1.tv_nsec - t0.tv_nsec) / 1e6);
 }
 
 /* Close slots @first..@last each as soon as it reports an error. */

@@ -1,0 +1,214 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# What `make bench` measures, in one guest, over one soft-RoCE device
+# (rxe0): rstream(1)'s default sequence over AF_RSTREAM, rdma-core's
+# rstream over userspace rsockets and our tool over TCP; raw RDMA writes
+# (ib_write_lat, ib_write_bw) at the sizes the targets compare with; then
+# 1,000 connections held open and set up one after another, over
+# AF_RSTREAM and over TCP.  Every measurement is repeated
+# RSTREAM_BENCH_RUNS times, interleaved so that drift hits all alike.
+#
+# Output, one figure per line, for the host (rig/bench.py) to reduce:
+#   R <tool> <run> <test> <Gb/s> <usec/xfer>     rstream(1) results
+#   L <run> <bytes> <usec typical>               ib_write_lat
+#   W <run> <bytes> <Gb/s>                       ib_write_bw
+#   C <af> <run> <conns> <ms> <KiB used>         held connections
+# Anything else is shown as it is.
+#
+# RSTREAM_BENCH_ONLY (words: stream, raw, conn) limits what runs;
+# RSTREAM_BENCH_PERF=<tool>:<test> records a system-wide profile (perf,
+# call graphs) while that test runs in the first repetition.
+
+RUNS=${RSTREAM_BENCH_RUNS:-3}
+ONLY=${RSTREAM_BENCH_ONLY:-"stream raw conn"}
+ADDR=192.0.2.1
+OURS=/usr/lib/rstream/selftests/rstream
+CMD=/usr/lib/rstream/selftests/rstream_cmd
+CONNS=1000
+PORT=7600
+
+wants() { case " $ONLY " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# Sizes as rstream(1) prints them, and as perftest wants them.
+raw_bytes() { case $1 in 64) echo 64 ;; 4k) echo 4096 ;; 64k) echo 65536 ;; 1m) echo 1048576 ;; esac; }
+
+# A profile while <tool>'s <test> runs: perf samples the CPU clock (TCG
+# has no PMU) on both CPUs, with kernel call graphs.
+perf_start() {	# perf_start <tool> <run>
+	[ -n "$RSTREAM_BENCH_PERF" ] && [ "$2" = 1 ] || return 0
+	case $RSTREAM_BENCH_PERF in "$1":*) ;; *) return 0 ;; esac
+	test=${RSTREAM_BENCH_PERF#*:}
+	(
+		# Start when the tool prints the test before it; stop after it.
+		until grep -q "^$(prev_test "$test") " "/tmp/bench-client.$1" 2>/dev/null; do
+			sleep 0.05
+		done
+		perf record -e cpu-clock -F 499 -a -g -o /tmp/perf.data \
+			-- sh -c "until grep -q '^$test ' /tmp/bench-client.$1; do sleep 0.1; done" \
+			> /tmp/perf.record 2>&1
+		echo done > /tmp/perf.finished
+	) &
+}
+
+prev_test() {	# the test of the default sequence before $1
+	case $1 in
+	64_lat) echo name ;; 4k_lat) echo 64_lat ;; 64k_lat) echo 4k_lat ;;
+	1m_lat) echo 64k_lat ;; 64_bw) echo 1m_lat ;; 4k_bw) echo 64_bw ;;
+	64k_bw) echo 4k_bw ;; 1m_bw) echo 64k_bw ;;
+	esac
+}
+
+perf_report() {
+	[ -f /tmp/perf.data ] || return 0
+	i=0
+	until [ -f /tmp/perf.finished ] || [ $i -ge 100 ]; do
+		i=$((i + 1))
+		sleep 0.1
+	done
+	echo "# profile of $RSTREAM_BENCH_PERF (perf, cpu-clock, both CPUs)"
+	perf report -i /tmp/perf.data --stdio --no-children --sort sym \
+		--percent-limit 0.7 -g none 2>/dev/null | grep -v '^$' |
+		sed 's/^/P /' | head -n 70
+	perf report -i /tmp/perf.data --stdio --no-children --sort dso \
+		-g none 2>/dev/null | grep '%' | sed 's/^/P /' | head -n 12
+	rm -f /tmp/perf.data
+}
+
+stream_run() {	# stream_run <tool name> <binary> <port> <options>...
+	name=$1
+	tool=$2
+	port=$3
+	shift 3
+	"$tool" -p "$port" "$@" > "/tmp/bench-server.$name" 2>&1 &
+	server=$!
+	perf_start "$name" "$run"
+	i=0
+	until "$tool" -s $ADDR -f ip -p "$port" "$@" > "/tmp/bench-client.$name" 2>&1; do
+		i=$((i + 1))
+		if [ $i -ge 50 ]; then
+			echo "# $name: client failed: $(tail -n 3 "/tmp/bench-client.$name" | tr '\n' ' ')"
+			break
+		fi
+		sleep 0.2
+	done
+	wait $server
+	awk -v t="$name" -v r="$run" 'NF == 8 && $1 != "name" {
+		print "R", t, r, $1, $7, $8 }' "/tmp/bench-client.$name"
+	perf_report
+}
+
+raw_lat() {	# raw_lat <bytes>
+	ib_write_lat -d rxe0 -s "$1" -n 1000 > /tmp/raw.server 2>&1 &
+	server=$!
+	sleep 0.5
+	i=0
+	until ib_write_lat -d rxe0 -s "$1" -n 1000 $ADDR > /tmp/raw.client 2>&1; do
+		i=$((i + 1))
+		[ $i -ge 20 ] && { echo "# ib_write_lat -s $1 failed"; break; }
+		sleep 0.3
+	done
+	wait $server
+	awk -v r="$run" -v s="$1" '$1 == s && NF >= 5 { print "L", r, s, $5 }' /tmp/raw.client
+}
+
+raw_bw() {	# raw_bw <bytes> <iterations>
+	ib_write_bw -d rxe0 -s "$1" -n "$2" --report_gbits > /tmp/raw.server 2>&1 &
+	server=$!
+	sleep 0.5
+	i=0
+	until ib_write_bw -d rxe0 -s "$1" -n "$2" --report_gbits $ADDR > /tmp/raw.client 2>&1; do
+		i=$((i + 1))
+		[ $i -ge 20 ] && { echo "# ib_write_bw -s $1 failed"; break; }
+		sleep 0.3
+	done
+	wait $server
+	awk -v r="$run" -v s="$1" '$1 == s && NF >= 4 { print "W", r, s, $4 }' /tmp/raw.client
+}
+
+# Memory in use: what is neither free nor page cache, in KiB.
+mem_used() {
+	sync
+	echo 3 > /proc/sys/vm/drop_caches
+	sleep 1
+	awk '/^MemTotal:/ { t = $2 } /^MemFree:/ { f = $2 }
+	     /^Buffers:/ { b = $2 } /^Cached:/ { c = $2 }
+	     END { print t - f - b - c }' /proc/meminfo
+}
+
+# Where the memory goes, by allocation site: vmalloc callers and slabs.
+mem_sites() {
+	awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[a-z_0-9.]+\+0x/) {
+		sub(/\+.*/, "", $i); kb[$i] += $2 / 1024 } }
+	     END { for (s in kb) print "vmalloc", s, kb[s] }' /proc/vmallocinfo
+	awk 'NR > 2 { print "slab", $1, $3 * $4 / 1024 }' /proc/slabinfo
+}
+
+# conn_run <af> <run>: 1,000 connections made one after another to a
+# server that accepts and holds them; the time, and the memory both ends
+# hold while they stay open.
+conn_run() {
+	af=$1
+	env=""
+	[ "$af" = tcp ] && env="RSTREAM_CMD_TCP=1"
+	port=$((PORT + run))
+	[ "$af" = tcp ] && port=$((port + 50))
+	ulimit -n 4096
+	before=$(mem_used)
+	[ "$run" = 1 ] && mem_sites > /tmp/sites.before
+	env $env $CMD "serve,$ADDR,$port" > /tmp/conn.serve 2>&1 &
+	server=$!
+	sleep 1
+	env $env $CMD "fill,$ADDR,$port,$CONNS" pause > /tmp/conn.fill 2>&1 &
+	client=$!
+	i=0
+	until grep -q "^pause:" /tmp/conn.fill || [ $i -ge 1200 ]; do
+		i=$((i + 1))
+		sleep 0.1
+	done
+	sleep 2
+	after=$(mem_used)
+	if [ "$run" = 1 ]; then
+		mem_sites > /tmp/sites.after
+		awk -v n="$CONNS" -v af="$af" '
+			NR == FNR { b[$1 " " $2] = $3; next }
+			{ d = $3 - b[$1 " " $2]; if (d > 0.5 * n / 1000 * 2)
+				printf "M %s %s %s %.1f\n", af, $1, $2, d * 1024 / (2 * n) }' \
+			/tmp/sites.before /tmp/sites.after | sort -k5 -g -r | head -n 12
+	fi
+	made=$(awk '/^fill: [0-9]+ made$/ { n = $2 } /^fill-time:/ { t = $2 }
+		    END { if (n) print n, t }' /tmp/conn.fill)
+	[ -n "$made" ] || echo "# $af: $(cat /tmp/conn.fill)"
+	echo "C $af $run ${made:-0 0} $((after - before))"
+	kill -USR1 $client $server 2>/dev/null
+	wait $client $server
+	# Closed connections end in the background; the next run starts clean.
+	sleep 3
+}
+
+echo "# kernel $(uname -r), $(nproc) CPUs, rstream $(modinfo -F version rstream)"
+echo "# rings per socket: $(cat /sys/module/rstream/parameters/mem_default) + $(cat /sys/module/rstream/parameters/wmem_default) bytes"
+
+run=1
+while [ $run -le "$RUNS" ]; do
+	echo "# run $run of $RUNS"
+	if wants stream; then
+		stream_run rstream $OURS 7481
+		stream_run rsockets /usr/bin/rstream 7482
+		stream_run tcp $OURS 7483 -T s
+	fi
+	if wants raw; then
+		raw_lat 64
+		raw_lat 4096
+		raw_bw 64 5000
+		raw_bw 4096 5000
+		raw_bw 65536 2000
+		raw_bw 1048576 200
+	fi
+	if wants conn; then
+		conn_run rstream
+		conn_run tcp
+	fi
+	run=$((run + 1))
+done
+echo "# done"

@@ -1,0 +1,200 @@
+# SPDX-License-Identifier: GPL-2.0
+"""make bench: reduce guest/bench.sh's figures to medians, spreads, the
+ratios the performance targets are stated in, and a verdict on each.
+
+Under TCG an absolute time means little; a ratio between two tools
+measured in the same guest does, so every target is such a ratio (the
+connection set-up time is the one absolute figure, shown beside TCP's).
+"""
+
+import re
+import statistics
+from collections import defaultdict
+
+SEQUENCE = ["64_lat", "4k_lat", "64k_lat", "1m_lat",
+            "64_bw", "4k_bw", "64k_bw", "1m_bw"]
+RAW_BYTES = {"64": 64, "4k": 4096, "64k": 65536, "1m": 1048576}
+TOOLS = [("rstream", "AF_RSTREAM"), ("rsockets", "rsockets"), ("tcp", "TCP")]
+
+# Kernel memory per idle socket beyond its two rings, in KiB, measured by
+# this script on the code before the data-path rework (commit 1df66f3),
+# one guest per kernel: the memory target is half of it.
+MEMORY_BEFORE = {"6.12": None, "6.1": None}
+SETUP_TARGET_MS = 2.0
+
+
+class Figure:
+    """The median of several runs, with their spread."""
+
+    def __init__(self, values):
+        self.values = sorted(values)
+
+    def __bool__(self):
+        return bool(self.values)
+
+    @property
+    def median(self):
+        return statistics.median(self.values)
+
+    def text(self, digits=3):
+        if not self.values:
+            return "-"
+        fmt = f"{{:.{digits}g}}"
+        med = fmt.format(self.median)
+        if len(self.values) == 1:
+            return med
+        lo, hi = self.values[0], self.values[-1]
+        spread = (hi - lo) / self.median * 100 if self.median else 0
+        return f"{med} ±{spread / 2:.0f}%"
+
+
+def parse(text):
+    stream = defaultdict(list)      # (tool, test, "gbps"|"usec") -> values
+    lat = defaultdict(list)         # bytes -> usec typical
+    bw = defaultdict(list)          # bytes -> Gb/s
+    conn = defaultdict(list)        # (af, "ms"|"kib") -> per connection
+    sites = []
+    profile = []
+    notes = []
+    for line in text.splitlines():
+        f = line.split()
+        if not f:
+            continue
+        try:
+            if f[0] == "R" and len(f) == 6:
+                stream[f[1], f[3], "gbps"].append(float(f[4]))
+                stream[f[1], f[3], "usec"].append(float(f[5]))
+            elif f[0] == "L" and len(f) == 4:
+                lat[int(f[2])].append(float(f[3]))
+            elif f[0] == "W" and len(f) == 4:
+                bw[int(f[2])].append(float(f[3]))
+            elif f[0] == "C" and len(f) == 6:
+                n, ms, kib = int(f[3]), float(f[4]), float(f[5])
+                if n:
+                    conn[f[1], "ms"].append(ms / n)
+                    # both ends of each connection are sockets
+                    conn[f[1], "kib"].append(kib / (2 * n))
+            elif f[0] == "M":
+                sites.append(" ".join(f[1:]))
+            elif f[0] == "P":
+                profile.append(line[2:])
+            elif line.startswith("#"):
+                notes.append(line)
+        except ValueError:
+            notes.append(f"# unparsed: {line}")
+    return stream, lat, bw, conn, sites, profile, notes
+
+
+def ring_bytes(notes):
+    for n in notes:
+        m = re.search(r"rings per socket: (\d+) \+ (\d+) bytes", n)
+        if m:
+            return int(m.group(1)) + int(m.group(2))
+    return 0
+
+
+def report(kernel_name, text):
+    """(lines of the report, targets met, targets in all)."""
+    stream, lat, bw, conn, sites, profile, notes = parse(text)
+    out = [n for n in notes if not n.startswith("# run ")]
+
+    def fig(tool, test, unit):
+        return Figure(stream.get((tool, test, unit), []))
+
+    out.append("")
+    out.append("| test | " + " | ".join(t[1] for t in TOOLS) +
+               " | raw write | AF_RSTREAM / rsockets | AF_RSTREAM / raw |")
+    out.append("|---|" + "---|" * (len(TOOLS) + 3))
+    for test in SEQUENCE:
+        size, kind = test.split("_")
+        unit = "usec" if kind == "lat" else "gbps"
+        label = "usec/xfer" if kind == "lat" else "Gb/s"
+        raw = Figure(lat.get(RAW_BYTES[size], []) if kind == "lat"
+                     else bw.get(RAW_BYTES[size], []))
+        ours = fig("rstream", test, unit)
+        theirs = fig("rsockets", test, unit)
+        cells = [fig(t, test, unit).text() for t, _ in TOOLS]
+        vs_rs = (f"{ours.median / theirs.median:.2f}"
+                 if ours and theirs else "-")
+        vs_raw = (f"{ours.median / raw.median:.2f}" if ours and raw else "-")
+        out.append(f"| {test} ({label}) | " + " | ".join(cells) +
+                   f" | {raw.text()} | {vs_rs} | {vs_raw} |")
+    out.append("")
+    out.append("Medians of the runs, ± half their spread (max - min) as a "
+               "share of the median; raw write: ib_write_lat (typical, "
+               "one way) or ib_write_bw at the same size.")
+
+    rings = ring_bytes(notes) / 1024
+    out.append("")
+    out.append("| 1,000 connections held open | AF_RSTREAM | TCP |")
+    out.append("|---|---|---|")
+    per = {af: Figure(conn.get((af, "kib"), [])) for af in ("rstream", "tcp")}
+    setup = {af: Figure(conn.get((af, "ms"), [])) for af in ("rstream", "tcp")}
+    out.append(f"| kernel memory per socket (KiB) | {per['rstream'].text()} "
+               f"| {per['tcp'].text()} |")
+    beyond = (Figure([v - rings for v in per["rstream"].values])
+              if per["rstream"] else Figure([]))
+    out.append(f"| of it beyond the two rings ({rings:.0f} KiB) | "
+               f"{beyond.text()} | - |")
+    out.append(f"| set-up time per connection (ms, sequential) | "
+               f"{setup['rstream'].text()} | {setup['tcp'].text()} |")
+    if sites:
+        out.append("")
+        out.append("Where an AF_RSTREAM socket's memory is (first run, "
+                   "bytes per socket by allocation site):")
+        out.extend(f"    {s}" for s in sites if s.startswith("rstream "))
+
+    # The targets of the performance issue, each a ratio in this run.
+    checks = []
+
+    def target(what, value, limit, higher_is_better):
+        if value is None:
+            checks.append((what, "-", limit, False))
+            return
+        ok = value >= limit if higher_is_better else value <= limit
+        checks.append((what, f"{value:.2f}", limit, ok))
+
+    def ratio(a, b):
+        return a.median / b.median if a and b else None
+
+    for test, size in (("64k_bw", 65536), ("1m_bw", 1048576)):
+        target(f"{test}: AF_RSTREAM / ib_write_bw ≥ 0.9",
+               ratio(fig("rstream", test, "gbps"), Figure(bw.get(size, []))),
+               0.9, True)
+    target("4k_bw: AF_RSTREAM / rsockets ≥ 1.5",
+           ratio(fig("rstream", "4k_bw", "gbps"),
+                 fig("rsockets", "4k_bw", "gbps")), 1.5, True)
+    target("64_bw: AF_RSTREAM / rsockets ≥ 2",
+           ratio(fig("rstream", "64_bw", "gbps"),
+                 fig("rsockets", "64_bw", "gbps")), 2.0, True)
+    for test in ("64_lat", "4k_lat"):
+        target(f"{test}: AF_RSTREAM / rsockets (usec/xfer) ≤ 0.8",
+               ratio(fig("rstream", test, "usec"),
+                     fig("rsockets", test, "usec")), 0.8, False)
+    target("64_lat: AF_RSTREAM / ib_write_lat ≤ 1.3",
+           ratio(fig("rstream", "64_lat", "usec"), Figure(lat.get(64, []))),
+           1.3, False)
+    before = MEMORY_BEFORE.get(kernel_name)
+    if before:
+        target(f"memory beyond the rings / before ({before:.0f} KiB) ≤ 0.5",
+               beyond.median / before if beyond else None, 0.5, False)
+    else:
+        target("memory beyond the rings / before ≤ 0.5 (no figure before "
+               "for this kernel)", None, 0.5, False)
+    target(f"set-up per connection (ms) ≤ {SETUP_TARGET_MS:g}",
+           setup["rstream"].median if setup["rstream"] else None,
+           SETUP_TARGET_MS, False)
+
+    out.append("")
+    out.append("| target | value | met |")
+    out.append("|---|---|---|")
+    for what, value, _, ok in checks:
+        out.append(f"| {what} | {value} | {'met' if ok else 'NOT MET'} |")
+    met = sum(1 for c in checks if c[3])
+    out.append("")
+    out.append(f"{met} of {len(checks)} targets met")
+    if profile:
+        out.append("")
+        out.append("Profile:")
+        out.extend(f"    {p}" for p in profile)
+    return out, met, len(checks)
