@@ -17,9 +17,9 @@ RAW_BYTES = {"64": 64, "4k": 4096, "64k": 65536, "1m": 1048576}
 TOOLS = [("rstream", "AF_RSTREAM"), ("rsockets", "rsockets"), ("tcp", "TCP")]
 
 # Kernel memory per idle socket beyond its two rings, in KiB, measured by
-# this script on the code before the data-path rework (commit 1df66f3),
-# one guest per kernel: the memory target is half of it.
-MEMORY_BEFORE = {"6.12": None, "6.1": None}
+# make bench on the code before the performance work (commit 7cb29ef,
+# 2026-11-23, median of 3): the memory target is half of it.
+MEMORY_BEFORE = {"6.12": 478, "6.1": None}
 SETUP_TARGET_MS = 2.0
 
 
@@ -39,7 +39,7 @@ class Figure:
     def text(self, digits=3):
         if not self.values:
             return "-"
-        fmt = f"{{:.{digits}g}}"
+        fmt = "{:.0f}" if self.median >= 100 else f"{{:.{digits}g}}"
         med = fmt.format(self.median)
         if len(self.values) == 1:
             return med
@@ -62,8 +62,13 @@ def parse(text):
             continue
         try:
             if f[0] == "R" and len(f) == 6:
-                stream[f[1], f[3], "gbps"].append(float(f[4]))
-                stream[f[1], f[3], "usec"].append(float(f[5]))
+                # Gb/s from usec/xfer: rstream(1) prints Gb/s to two
+                # decimals only, too coarse for 64-byte transfers.
+                usec = float(f[5])
+                size = RAW_BYTES.get(f[3].split("_")[0])
+                stream[f[1], f[3], "usec"].append(usec)
+                if size and usec > 0:
+                    stream[f[1], f[3], "gbps"].append(size * 8 / usec / 1e3)
             elif f[0] == "L" and len(f) == 4:
                 lat[int(f[2])].append(float(f[3]))
             elif f[0] == "W" and len(f) == 4:
