@@ -261,8 +261,8 @@ static int rstream_sock_renew(struct rstream_sock *rs)
 	rs->rmsg_head = 0;
 	rs->rmsg_tail = 0;
 	rs->sq_ctrl = 0;
-	rs->sq_unsignaled = 0;
 	rs->sbuf_head = 0;
+	rs->sbuf_sent = 0;
 	rs->sbuf_tail = 0;
 	spin_unlock_bh(&rs->lock);
 	WRITE_ONCE(sk->sk_err, 0);
@@ -548,6 +548,9 @@ static __poll_t rstream_poll(struct file *file, struct socket *sock,
 		mask |= EPOLLHUP;
 	if (rcv_shut)
 		mask |= EPOLLIN | EPOLLRDNORM | EPOLLRDHUP;
+	/* A caller about to wait for the peer: nothing stays corked. */
+	if (state == TCP_ESTABLISHED)
+		rstream_tx_push(rs);
 	if (state == TCP_ESTABLISHED || (state == TCP_CLOSE && shutdown)) {
 		if (rstream_rx_ready(rs) >= max(READ_ONCE(sk->sk_rcvlowat), 1))
 			mask |= EPOLLIN | EPOLLRDNORM;

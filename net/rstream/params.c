@@ -33,7 +33,15 @@
 
 #define RSTREAM_FAMILY_DEFAULT	AF_RSTREAM
 #define RSTREAM_MEM_DEFAULT	(128U << 10)
-#define RSTREAM_QP_DEFAULT_SIZE	384
+/*
+ * Smaller than rsocket's 384: sends are corked into few writes (tx.c), so
+ * 64 send entries keep every write the staging ring allows in flight;
+ * 128 receive entries are the credits an rsocket peer, which writes once
+ * per send, streams small messages with.  The device's queues for them
+ * are most of what an idle connection costs beyond its rings.
+ */
+#define RSTREAM_SQ_DEFAULT_SIZE	64
+#define RSTREAM_RQ_DEFAULT_SIZE	128
 #define RSTREAM_INLINE_DEFAULT	64
 /* Pages; 0 takes a quarter of the RAM (mem.c). */
 #define RSTREAM_MEM_LIMIT_MAX	(UINT_MAX - 1)
@@ -69,13 +77,13 @@ struct rstream_param rstream_params[RSTREAM_PARAM_COUNT] = {
 		.min = RSTREAM_MEM_MIN, .max = RSTREAM_MEM_MAX,
 	},
 	[RSTREAM_PARAM_SQSIZE] = {
-		.name = "sqsize_default", .value = RSTREAM_QP_DEFAULT_SIZE,
-		.dflt = RSTREAM_QP_DEFAULT_SIZE,
+		.name = "sqsize_default", .value = RSTREAM_SQ_DEFAULT_SIZE,
+		.dflt = RSTREAM_SQ_DEFAULT_SIZE,
 		.min = RSTREAM_QP_MIN_SIZE, .max = RSTREAM_QP_MAX_SIZE,
 	},
 	[RSTREAM_PARAM_RQSIZE] = {
-		.name = "rqsize_default", .value = RSTREAM_QP_DEFAULT_SIZE,
-		.dflt = RSTREAM_QP_DEFAULT_SIZE,
+		.name = "rqsize_default", .value = RSTREAM_RQ_DEFAULT_SIZE,
+		.dflt = RSTREAM_RQ_DEFAULT_SIZE,
 		.min = RSTREAM_QP_MIN_SIZE, .max = RSTREAM_QP_MAX_SIZE,
 	},
 	[RSTREAM_PARAM_INLINE] = {
@@ -175,12 +183,12 @@ MODULE_PARM_DESC(wmem_default,
 module_param_cb(sqsize_default, &rstream_param_ops,
 		&rstream_params[RSTREAM_PARAM_SQSIZE], 0644);
 MODULE_PARM_DESC(sqsize_default,
-		 "send queue entries of a new socket (16..65534, default 384); SOL_RDMA RDMA_SQSIZE overrides");
+		 "send queue entries of a new socket (16..65534, default 64); SOL_RDMA RDMA_SQSIZE overrides");
 
 module_param_cb(rqsize_default, &rstream_param_ops,
 		&rstream_params[RSTREAM_PARAM_RQSIZE], 0644);
 MODULE_PARM_DESC(rqsize_default,
-		 "receive queue entries, the message credits a socket grants (16..65534, default 384); SOL_RDMA RDMA_RQSIZE overrides");
+		 "receive queue entries, the message credits a socket grants (16..65534, default 128); SOL_RDMA RDMA_RQSIZE overrides");
 
 module_param_cb(inline_default, &rstream_param_ops,
 		&rstream_params[RSTREAM_PARAM_INLINE], 0644);

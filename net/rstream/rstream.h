@@ -134,10 +134,10 @@ struct rstream_sock {
 	u32 rmsg_tail;
 	struct rstream_sq_ring sq;
 	u32 sq_ctrl;			/* control messages in flight */
-	u32 sq_unsignaled;		/* data WRs since the last signaled */
 	u32 disc_seq;			/* SQ sequence of our DISCONNECT */
 	u32 grant_count;
 	u64 sbuf_head;			/* bytes copied in, ever */
+	u64 sbuf_sent;			/* of those, posted (the rest corked) */
 	u64 sbuf_tail;			/* bytes whose sends completed */
 
 	/*
@@ -313,6 +313,8 @@ void rstream_recv_done(struct ib_cq *cq, struct ib_wc *wc);
 int rstream_post_recvs(struct rstream_sock *rs, unsigned int n);
 int rstream_send_ctrl(struct rstream_sock *rs, enum rstream_ctrl ctrl);
 void rstream_tx_updates(struct rstream_sock *rs);
+int rstream_tx_push_locked(struct rstream_sock *rs);
+int rstream_tx_push(struct rstream_sock *rs);
 void rstream_tx_updates_locked(struct rstream_sock *rs);
 bool rstream_tx_writable(struct rstream_sock *rs);
 u32 rstream_tx_unacked(struct rstream_sock *rs);

@@ -67,6 +67,11 @@ static int rstream_rx_imm(struct rstream_sock *rs, u32 imm, __poll_t *events,
 			*why = "credit update beyond the advertised credits";
 			return -EPROTO;
 		}
+		/* Bytes corked when the peer had taken its credits back. */
+		if (rstream_tx_push_locked(rs)) {
+			*why = "cannot post a write";
+			return -EIO;
+		}
 		*events = EPOLLOUT | EPOLLWRNORM;
 		return 0;
 	case RSTREAM_OP_IOMAP_SGL:
@@ -183,6 +188,26 @@ int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 
 	if (flags & (MSG_OOB | MSG_ERRQUEUE))
 		return -EOPNOTSUPP;
+
+	/*
+	 * A reader about to wait for the peer: what we corked goes now (the
+	 * peer may be waiting for it before it answers).
+	 */
+	rstream_tx_push(rs);
+	/*
+	 * A nonblocking read that finds nothing, the common case of a reader
+	 * that polls in a loop, needs neither the sock lock nor rs->lock.
+	 * The end, an error or data arriving after these unlocked looks are
+	 * what the next call or a poll() sees, as if they came a moment
+	 * later; anything else takes the locked path below.
+	 */
+	if ((flags & MSG_DONTWAIT) && !rstream_rx_ready(rs) &&
+	    rstream_state(sk) == TCP_ESTABLISHED && !READ_ONCE(sk->sk_err) &&
+	    !READ_ONCE(sk->sk_shutdown) &&
+	    !(READ_ONCE(rs->flags) & (BIT(RSTREAM_F_SHUT_RECV) |
+				      BIT(RSTREAM_F_DISC_RECV) |
+				      BIT(RSTREAM_F_DEAD))))
+		return -EAGAIN;
 
 	lock_sock(sk);
 	if (sk->sk_state == TCP_LISTEN) {

@@ -22,8 +22,6 @@
 #define RSTREAM_MAX_CHUNK	65536
 /* rsocket's RS_SNDLOWAT: do not wake a writer for less room than this. */
 #define RSTREAM_SNDLOWAT	2048
-/* Ask for a completion at least this often, so that slots come back. */
-#define RSTREAM_SIGNAL_EVERY	16
 
 void rstream_wake(struct sock *sk, __poll_t events)
 {
@@ -55,6 +53,18 @@ u32 rstream_tx_unacked(struct rstream_sock *rs)
 	return n;
 }
 
+/* rs->lock held: data writes posted and not yet completed. */
+static u32 rstream_data_inflight(const struct rstream_sock *rs)
+{
+	return rstream_sq_inflight(&rs->sq) - rs->sq_ctrl;
+}
+
+/* rs->lock held: bytes sendmsg copied in and left for a later write. */
+static u32 rstream_tx_pending(const struct rstream_sock *rs)
+{
+	return rs->sbuf_head - rs->sbuf_sent;
+}
+
 /* rs->lock held.  Data leaves RSTREAM_CTRL_SLOTS entries to control. */
 static bool rstream_sq_room(const struct rstream_sock *rs, bool ctrl)
 {
@@ -78,7 +88,7 @@ static int rstream_post(struct rstream_sock *rs, struct ib_rdma_wr *wr,
 	struct rstream_sq_slot *slot = rstream_sq_head(&rs->sq);
 	int err;
 
-	slot->sbuf_end = rs->sbuf_head;
+	slot->sbuf_end = rs->sbuf_sent;
 	slot->signaled = signal;
 	slot->ctrl = ctrl;
 	wr->wr.wr_cqe = &rs->send_cqe;
@@ -90,7 +100,6 @@ static int rstream_post(struct rstream_sock *rs, struct ib_rdma_wr *wr,
 	rs->sq.posted++;
 	if (ctrl)
 		rs->sq_ctrl++;
-	rs->sq_unsignaled = signal ? 0 : rs->sq_unsignaled + 1;
 	return 0;
 }
 
@@ -178,7 +187,13 @@ int rstream_send_ctrl(struct rstream_sock *rs, enum rstream_ctrl ctrl)
 			spin_unlock_bh(&rs->lock);
 			return -ENOTCONN;
 		}
-		if (rstream_sq_room(rs, true)) {
+		/* Corked data goes before the message that ends the stream. */
+		err = rstream_tx_push_locked(rs);
+		if (err) {
+			spin_unlock_bh(&rs->lock);
+			return err;
+		}
+		if (!rstream_tx_pending(rs) && rstream_sq_room(rs, true)) {
 			wr.wr.opcode = IB_WR_RDMA_WRITE_WITH_IMM;
 			wr.wr.ex.imm_data =
 				cpu_to_be32(rstream_imm(RSTREAM_OP_CTRL, ctrl));
@@ -225,6 +240,9 @@ void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	    (s32)(rs->sq.done - rs->disc_seq) > 0)
 		complete_all(&rs->disc_done);
 	rstream_tx_updates_locked(rs);
+	/* What sendmsg corked behind the writes that just finished. */
+	if (rstream_tx_pending(rs) && rstream_tx_push_locked(rs))
+		rstream_conn_reset(rs, ECONNRESET, "cannot post a write");
 	spin_unlock(&rs->lock);
 	rstream_wake(&rs->sk, EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
 }
@@ -249,16 +267,26 @@ static void rstream_tx_load_sge(struct rstream_sock *rs)
 	}
 }
 
-/* rs->lock held: how many bytes the next data message may carry now. */
+/*
+ * rs->lock held: how many more bytes sendmsg may copy in now.  Bytes
+ * copied and not yet posted (corked) go out in one write with them, so
+ * together they stay within one chunk, the current grant and the credit
+ * that write will take.
+ */
 static u32 rstream_tx_room(struct rstream_sock *rs, u32 want)
 {
+	u32 pending = rstream_tx_pending(rs);
 	u32 room = rstream_sbuf_room(rs);
 
 	if (!rstream_can_post(rs) || !rstream_sq_room(rs, false))
 		return 0;
 	rstream_tx_load_sge(rs);
-	want = min3(want, room, (u32)RSTREAM_MAX_CHUNK);
-	return rstream_tx_chunk(&rs->tx, want);
+	if (pending >= RSTREAM_MAX_CHUNK)
+		return 0;
+	want = min3(want, room, (u32)RSTREAM_MAX_CHUNK - pending);
+	/* 0 also when the peer has taken back the credit corked bytes need. */
+	room = rstream_tx_chunk(&rs->tx, pending + want);
+	return room > pending ? room - pending : 0;
 }
 
 bool rstream_tx_writable(struct rstream_sock *rs)
@@ -287,15 +315,18 @@ static size_t rstream_sbuf_fill(struct rstream_sock *rs, u64 pos, size_t len,
 	return n;
 }
 
-/* rs->lock held: post @len bytes just copied at sbuf_head. */
-static int rstream_post_data(struct rstream_sock *rs, u32 len, bool last)
+/*
+ * rs->lock held: post the @len bytes at sbuf_sent as one data message.
+ * Every data write asks for a completion: it releases the staging bytes
+ * and slots behind it, and it is when corked bytes go out.
+ */
+static int rstream_post_data(struct rstream_sock *rs, u32 len)
 {
 	struct ib_rdma_wr wr = {};
 	struct ib_sge sge[2];
-	u32 off = rs->sbuf_head % rs->sbuf_size;
+	u32 off = rs->sbuf_sent % rs->sbuf_size;
 	u32 first = min(len, rs->sbuf_size - off);
 	bool inline_data = len <= rs->inline_size;
-	bool signal;
 	int i, n = len > first ? 2 : 1;
 
 	sge[0].length = first;
@@ -321,17 +352,68 @@ static int rstream_post_data(struct rstream_sock *rs, u32 len, bool last)
 	wr.remote_addr = rs->tx.sge_addr;
 	wr.rkey = rs->tx.sge_key;
 
-	rs->sbuf_head += len;
-	/*
-	 * Selective signalling: a completion is needed whenever a writer
-	 * might wait for room, and now and then to return slots.
-	 */
-	signal = last || rs->sq_unsignaled + 1 >= RSTREAM_SIGNAL_EVERY ||
-		 rstream_sbuf_room(rs) < rs->sbuf_size / 2 ||
-		 rstream_sq_inflight(&rs->sq) + 1 >=
-		 (rs->sq_size - RSTREAM_CTRL_SLOTS) / 2;
+	rs->sbuf_sent += len;
 	rstream_tx_consume(&rs->tx, len);
-	return rstream_post(rs, &wr, false, signal);
+	return rstream_post(rs, &wr, false, true);
+}
+
+/*
+ * rs->lock held: post the corked bytes.  They were copied within the room
+ * rstream_tx_room() gave, so the grant is there; when the send queue is
+ * full, a write is in flight whose completion calls again.
+ */
+int rstream_tx_push_locked(struct rstream_sock *rs)
+{
+	u32 pending = rstream_tx_pending(rs);
+
+	if (!pending || !rstream_can_post(rs) || !rstream_sq_room(rs, false))
+		return 0;
+	/*
+	 * A peer may lower its credit limit to where we are: then the bytes
+	 * wait for its next credit update, which calls again (rx.c).
+	 */
+	if (rstream_tx_chunk(&rs->tx, pending) != pending)
+		return 0;
+	return rstream_post_data(rs, pending);
+}
+
+/*
+ * rs->lock held, after copying in: cork the bytes (leave them for the
+ * next completion to post, with whatever follows) or post them now.
+ * Like TCP's autocorking: small writes wait only while an earlier write
+ * of ours is still in flight, whose completion is already on its way, so
+ * a sender that waits for each reply loses nothing (and recvmsg and poll
+ * post what is corked), and a stream of small sends becomes a few large
+ * writes.
+ */
+static int rstream_tx_flush_or_cork(struct rstream_sock *rs)
+{
+	u32 pending = rstream_tx_pending(rs);
+
+	if (rstream_data_inflight(rs) && pending < RSTREAM_MAX_CHUNK &&
+	    pending < rs->tx.sge_left && rstream_tx_has_credit(&rs->tx))
+		return 0;
+	return rstream_tx_push_locked(rs);
+}
+
+/*
+ * Post what is corked now: the caller is about to wait for the peer.
+ * Corked bytes always have a write in flight ahead of them whose
+ * completion posts them, so this only saves time: the unlocked look
+ * may miss bytes corked a moment ago.  Process context.
+ */
+int rstream_tx_push(struct rstream_sock *rs)
+{
+	int err = 0;
+
+	if (READ_ONCE(rs->sbuf_head) != READ_ONCE(rs->sbuf_sent)) {
+		spin_lock_bh(&rs->lock);
+		err = rstream_tx_push_locked(rs);
+		spin_unlock_bh(&rs->lock);
+		if (err)
+			rstream_conn_reset(rs, ECONNRESET, "cannot post a write");
+	}
+	return err;
 }
 
 static int rstream_tx_error(struct rstream_sock *rs)
@@ -394,6 +476,12 @@ int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		spin_unlock_bh(&rs->lock);
 
 		if (!len) {
+			/* Nothing may stay corked while the writer waits. */
+			err = rstream_tx_push(rs);
+			if (err) {
+				err = -EPIPE;
+				break;
+			}
 			err = rstream_may_wait(timeo);
 			if (err)
 				break;
@@ -410,10 +498,12 @@ int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			break;
 		}
 		spin_lock_bh(&rs->lock);
-		if (rstream_can_post(rs))
-			err = rstream_post_data(rs, len, !msg_data_left(msg));
-		else
+		if (rstream_can_post(rs)) {
+			rs->sbuf_head += len;
+			err = rstream_tx_flush_or_cork(rs);
+		} else {
 			err = -EPIPE;
+		}
 		spin_unlock_bh(&rs->lock);
 		if (err) {
 			if (err != -EPIPE)

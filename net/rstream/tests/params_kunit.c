@@ -26,8 +26,8 @@ static void rstream_param_defaults_test(struct kunit *test)
 		{ RSTREAM_PARAM_FAMILY, "family", AF_RSTREAM },
 		{ RSTREAM_PARAM_MEM, "mem_default", 131072 },
 		{ RSTREAM_PARAM_WMEM, "wmem_default", 131072 },
-		{ RSTREAM_PARAM_SQSIZE, "sqsize_default", 384 },
-		{ RSTREAM_PARAM_RQSIZE, "rqsize_default", 384 },
+		{ RSTREAM_PARAM_SQSIZE, "sqsize_default", 64 },
+		{ RSTREAM_PARAM_RQSIZE, "rqsize_default", 128 },
 		{ RSTREAM_PARAM_INLINE, "inline_default", 64 },
 		{ RSTREAM_PARAM_MEM_LIMIT, "mem_limit", 0 },
 	};

@@ -346,7 +346,7 @@ FIXTURE_VARIANT_ADD(hostile, data_across_grants) {
 	.imm = 65537,
 };
 
-/* A credit limit far beyond the 384 the peer may give. */
+/* A credit limit far beyond the 128 (by default) the peer may give. */
 FIXTURE_VARIANT_ADD(hostile, credits_too_far_ahead) {
 	.imm = 0x80000000 | 60000,
 };

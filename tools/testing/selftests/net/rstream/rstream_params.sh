@@ -14,8 +14,8 @@ trap 'rmmod rstream rstream_test_family 2>/dev/null; modprobe rstream' EXIT
 PARAM_TABLE="family 22 4 25
 mem_default 131072 4096 268435456
 wmem_default 131072 4096 268435456
-sqsize_default 384 16 65534
-rqsize_default 384 16 65534
+sqsize_default 64 16 65534
+rqsize_default 128 16 65534
 inline_default 64 16 65534
 mem_limit 0 0 4294967294"
 

@@ -238,7 +238,7 @@ TEST(unconnected_calls)
 	EXPECT_EQ(EINVAL, errno);
 	len = sizeof(v);
 	EXPECT_EQ(0, getsockopt(fd, SOL_RDMA, RDMA_SQSIZE, &v, &len));
-	EXPECT_EQ(384, (int)v);
+	EXPECT_EQ(64, (int)v);
 	EXPECT_EQ(0, ioctl(fd, FIONREAD, &v));
 	EXPECT_EQ(0, (int)v);
 	EXPECT_EQ(-1, socketpair(AF_RSTREAM, SOCK_STREAM, 0, pair));
