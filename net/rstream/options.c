@@ -6,7 +6,9 @@
  * SOL_RDMA takes rsocket's options with rsocket's rules: queue sizes and
  * the inline threshold only before the connection exists, capped at
  * 0xfffe.  TCP_NODELAY and TCP_MAXSEG are accepted and change nothing, as
- * rsocket does: every send is posted at once.  Process context.
+ * in rsocket: there is no Nagle delay to turn off, only corking behind a
+ * write in flight, which TCP does with TCP_NODELAY too (tx.c).  Process
+ * context.
  */
 #include <linux/in6.h>
 #include <linux/ipv6.h>
