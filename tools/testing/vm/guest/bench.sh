@@ -17,8 +17,8 @@
 # Anything else is shown as it is.
 #
 # RSTREAM_BENCH_ONLY (words: stream, raw, conn) limits what runs;
-# RSTREAM_BENCH_PERF=<tool>:<test> records a system-wide profile (perf,
-# call graphs) while that test runs in the first repetition.
+# RSTREAM_BENCH_PERF="<tool>:<test> ..." records a system-wide profile
+# (perf, call graphs) while each test named runs in the first repetition.
 
 RUNS=${RSTREAM_BENCH_RUNS:-3}
 ONLY=${RSTREAM_BENCH_ONLY:-"stream raw conn"}
@@ -37,8 +37,13 @@ raw_bytes() { case $1 in 64) echo 64 ;; 4k) echo 4096 ;; 64k) echo 65536 ;; 1m) 
 # has no PMU) on both CPUs, with kernel call graphs.
 perf_start() {	# perf_start <tool> <run>
 	[ -n "$RSTREAM_BENCH_PERF" ] && [ "$2" = 1 ] || return 0
-	case $RSTREAM_BENCH_PERF in "$1":*) ;; *) return 0 ;; esac
-	test=${RSTREAM_BENCH_PERF#*:}
+	test=
+	for w in $RSTREAM_BENCH_PERF; do
+		case $w in "$1":*) test=${w#*:} ;; esac
+	done
+	[ -n "$test" ] || return 0
+	perf_what="$1:$test"
+	rm -f /tmp/perf.finished
 	(
 		# Start when the tool prints the test before it; stop after it.
 		until grep -q "^$(prev_test "$test") " "/tmp/bench-client.$1" 2>/dev/null; do
@@ -66,11 +71,13 @@ perf_report() {
 		i=$((i + 1))
 		sleep 0.1
 	done
-	echo "# profile of $RSTREAM_BENCH_PERF (perf, cpu-clock, both CPUs)"
+	echo "# profile of $perf_what (perf, cpu-clock, both CPUs)"
 	perf report -i /tmp/perf.data --stdio --no-children --sort sym \
 		--percent-limit 0.7 -g none 2>/dev/null | grep -v '^$' |
 		sed 's/^/P /' | head -n 70
 	perf report -i /tmp/perf.data --stdio --no-children --sort dso \
+		-g none 2>/dev/null | grep '%' | sed 's/^/P /' | head -n 12
+	perf report -i /tmp/perf.data --stdio --no-children --sort comm \
 		-g none 2>/dev/null | grep '%' | sed 's/^/P /' | head -n 12
 	rm -f /tmp/perf.data
 }
