@@ -106,7 +106,8 @@ int rstream_rx_data(struct rstream_rx_state *rx, u32 len, u32 *ring_offset)
 		return -EPROTO;
 
 	*ring_offset = rx->written % rx->ring_size;
-	rx->written += len;
+	/* Read without the lock by rstream_rx_ready(). */
+	WRITE_ONCE(rx->written, rx->written + len);
 	rx->msgs_in++;
 	return 0;
 }
@@ -115,7 +116,7 @@ EXPORT_SYMBOL_IF_KUNIT(rstream_rx_data);
 void rstream_rx_consume(struct rstream_rx_state *rx, u32 bytes,
 			bool message_done)
 {
-	rx->consumed += bytes;
+	WRITE_ONCE(rx->consumed, rx->consumed + bytes);
 	if (message_done)
 		rx->rseq_no++;
 }

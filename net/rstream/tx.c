@@ -177,6 +177,7 @@ void rstream_tx_updates(struct rstream_sock *rs)
 int rstream_send_ctrl(struct rstream_sock *rs, enum rstream_ctrl ctrl)
 {
 	unsigned long deadline = jiffies + HZ;
+	bool stuck;
 	int err;
 
 	for (;;) {
@@ -191,6 +192,7 @@ int rstream_send_ctrl(struct rstream_sock *rs, enum rstream_ctrl ctrl)
 		err = rstream_tx_push_locked(rs);
 		if (err) {
 			spin_unlock_bh(&rs->lock);
+			rstream_conn_reset(rs, ECONNRESET, "cannot post a write");
 			return err;
 		}
 		if (!rstream_tx_pending(rs) && rstream_sq_room(rs, true)) {
@@ -207,9 +209,20 @@ int rstream_send_ctrl(struct rstream_sock *rs, enum rstream_ctrl ctrl)
 			spin_unlock_bh(&rs->lock);
 			return err;
 		}
+		stuck = rstream_tx_pending(rs) != 0;
 		spin_unlock_bh(&rs->lock);
-		if (time_after(jiffies, deadline))
+		if (time_after(jiffies, deadline)) {
+			/*
+			 * Our bytes were copied within the credits the peer
+			 * gave; only a peer that took them back leaves them
+			 * here.  Ending the stream without them would let the
+			 * peer read a clean end of a truncated stream.
+			 */
+			if (stuck)
+				rstream_conn_reset(rs, ECONNRESET,
+						   "peer withholds the credits for the last bytes");
 			return -ETIMEDOUT;
+		}
 		usleep_range(1000, 2000);
 	}
 }
@@ -352,7 +365,8 @@ static int rstream_post_data(struct rstream_sock *rs, u32 len)
 	wr.remote_addr = rs->tx.sge_addr;
 	wr.rkey = rs->tx.sge_key;
 
-	rs->sbuf_sent += len;
+	/* Read without rs->lock by rstream_tx_push(). */
+	WRITE_ONCE(rs->sbuf_sent, rs->sbuf_sent + len);
 	rstream_tx_consume(&rs->tx, len);
 	return rstream_post(rs, &wr, false, true);
 }
@@ -366,7 +380,18 @@ int rstream_tx_push_locked(struct rstream_sock *rs)
 {
 	u32 pending = rstream_tx_pending(rs);
 
-	if (!pending || !rstream_can_post(rs) || !rstream_sq_room(rs, false))
+	if (!pending || !rstream_can_post(rs))
+		return 0;
+	/*
+	 * The peer has said it reads no more (its DISCONNECT): what is
+	 * corked is lost, as bytes a TCP peer never read; a write now would
+	 * only fail on a queue pair the peer may have destroyed.
+	 */
+	if (test_bit(RSTREAM_F_DISC_RECV, &rs->flags)) {
+		WRITE_ONCE(rs->sbuf_sent, rs->sbuf_head);
+		return 0;
+	}
+	if (!rstream_sq_room(rs, false))
 		return 0;
 	/*
 	 * A peer may lower its credit limit to where we are: then the bytes
@@ -498,11 +523,21 @@ int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			break;
 		}
 		spin_lock_bh(&rs->lock);
-		if (rstream_can_post(rs)) {
-			rs->sbuf_head += len;
-			err = rstream_tx_flush_or_cork(rs);
-		} else {
+		if (!rstream_can_post(rs)) {
 			err = -EPIPE;
+		} else if (rstream_tx_room(rs, len) < len) {
+			/*
+			 * While we copied, a completion posted what was
+			 * corked and took the credit these bytes counted on:
+			 * take them back and wait for room, rather than cork
+			 * bytes that no credit covers.
+			 */
+			spin_unlock_bh(&rs->lock);
+			iov_iter_revert(&msg->msg_iter, len);
+			continue;
+		} else {
+			WRITE_ONCE(rs->sbuf_head, rs->sbuf_head + len);
+			err = rstream_tx_flush_or_cork(rs);
 		}
 		spin_unlock_bh(&rs->lock);
 		if (err) {

@@ -72,6 +72,20 @@ else
 	eval "$STREAM() { xfer \"\$ADDR4\" 20142 60 -s 1048576 -n 1024; }"
 fi
 
+# A stream of small sends must not cost a write each (corking): soft-RoCE's
+# count of the packets it sent (both ends', in one guest: the writes, their
+# acknowledgements and the credit updates) stays below half the sends.
+small_sends_share_writes() {
+	pkts=/sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts
+	[ -r $pkts ] || die "no $pkts"
+	before=$(cat $pkts)
+	xfer "$ADDR4" 20143 60 -s 64 -n 20000
+	sent=$(($(cat $pkts) - before))
+	echo "$sent packets for 20000 sends of 64 bytes"
+	[ "$sent" -lt 10000 ] ||
+		die "$sent packets for 20000 sends of 64 bytes: about a write each"
+}
+
 both_directions() { xfer "$ADDR4" 20151 30 -s 65536 -n 64 -d; }
 both_directions_odd_sizes() { xfer "$ADDR4" 20152 30 -s 65537 -n 20 -d; }
 both_directions_tiny_buffers() { xfer "$ADDR4" 20153 30 -s 65537 -n 20 -d -b 4096; }
@@ -157,7 +171,7 @@ run_tests send_1 send_63 send_64 send_65 send_2048 send_4096 send_65535 \
 	send_65_tiny_buffers send_2048_tiny_buffers send_4096_tiny_buffers \
 	send_65535_tiny_buffers send_65536_tiny_buffers \
 	send_65537_tiny_buffers send_1m_tiny_buffers send_8m_tiny_buffers \
-	$SMALL $STREAM \
+	$SMALL $STREAM small_sends_share_writes \
 	both_directions both_directions_odd_sizes both_directions_tiny_buffers \
 	hundred_connections hundred_connections_both_directions \
 	ipv6_send_65537 ipv6_send_1m_tiny_buffers ipv6_both_directions \

@@ -93,16 +93,26 @@ static void fill_conn_data(struct hostile *h, struct conn_data *cd)
 	cd->buf_length = htobe32(RING / 2);
 }
 
+/* Post @n receives (each takes one write with immediate).  0, or -1. */
+static int hostile_post_recvs(struct hostile *h, int n)
+{
+	struct ibv_recv_wr wr = {}, *bad;
+
+	while (n--)
+		if (ibv_post_recv(h->id->qp, &wr, &bad))
+			return -1;
+	return 0;
+}
+
 /*
- * Resolve, and build a QP with receives posted and memory the kernel may
- * write.  0, or -1.
+ * Resolve, and build a QP with @recvs receives posted and memory the
+ * kernel may write.  0, or -1.
  */
-static int hostile_prepare(struct hostile *h, const struct sockaddr_in *dst)
+static int hostile_prepare_n(struct hostile *h, const struct sockaddr_in *dst,
+			     int recvs)
 {
 	struct ibv_qp_init_attr attr = {};
 	enum rdma_cm_event_type type;
-	struct ibv_recv_wr wr = {}, *bad;
-	int i;
 
 	memset(h, 0, sizeof(*h));
 	h->ch = rdma_create_event_channel();
@@ -132,10 +142,12 @@ static int hostile_prepare(struct hostile *h, const struct sockaddr_in *dst)
 	attr.cap.max_recv_sge = 1;
 	if (rdma_create_qp(h->id, h->pd, &attr))
 		return -1;
-	for (i = 0; i < 32; i++)
-		if (ibv_post_recv(h->id->qp, &wr, &bad))
-			return -1;
-	return 0;
+	return hostile_post_recvs(h, recvs);
+}
+
+static int hostile_prepare(struct hostile *h, const struct sockaddr_in *dst)
+{
+	return hostile_prepare_n(h, dst, 32);
 }
 
 /* Send the connection request with @cd (@len bytes of it). */
@@ -356,20 +368,31 @@ FIXTURE_VARIANT_ADD(hostile, send_not_write) {
 	.send = true,
 };
 
+#define MESSAGE_COST "/proc/sys/net/core/message_cost"
+
+/* net_ratelimit()'s interval; 0: no rate limit.  The old value. */
+static int set_message_cost(int cost)
+{
+	int before = rstream_read_int(MESSAGE_COST);
+	FILE *f = fopen(MESSAGE_COST, "w");
+
+	if (f) {
+		fprintf(f, "%d\n", cost);
+		fclose(f);
+	}
+	return before;
+}
+
 TEST_F(hostile, message_resets_connection)
 {
-	const char *cost = "/proc/sys/net/core/message_cost";
 	struct conn_data cd;
 	char buf[16], line[1024];
-	int fd, kmsg = kmsg_open(), before = rstream_read_int(cost);
-	FILE *f;
+	int fd, kmsg = kmsg_open(), before;
 
 	ASSERT_LE(0, kmsg);
 	/* No rate limit while we look, whatever ran before. */
-	f = fopen(cost, "w");
-	ASSERT_NE(NULL, f);
-	fprintf(f, "0\n");
-	fclose(f);
+	before = set_message_cost(0);
+	ASSERT_EQ(0, rstream_read_int(MESSAGE_COST));
 	ASSERT_EQ(RDMA_CM_EVENT_ESTABLISHED,
 		  hostile_connect(&self->h, &self->at, &cd, sizeof(cd), true));
 	fd = accept_within(self->lfd, WAIT_MS);
@@ -383,10 +406,7 @@ TEST_F(hostile, message_resets_connection)
 	EXPECT_EQ(0, strncmp(line, "rstream: connection ", 20))
 		TH_LOG("the log line: %s", line);
 	close(kmsg);
-	f = fopen(cost, "w");
-	ASSERT_NE(NULL, f);
-	fprintf(f, "%d\n", before);
-	fclose(f);
+	set_message_cost(before);
 	close(fd);
 	bystander_ok(_metadata, self->by_a, self->by_b);
 }
@@ -435,6 +455,66 @@ TEST_F(hostile, honest_data_arrives)
 	EXPECT_EQ(0, memcmp(buf, "hello", 5));
 	close(fd);
 	bystander_ok(_metadata, self->by_a, self->by_b);
+}
+
+/*
+ * A peer that takes back the credits for bytes the kernel corked (copied
+ * in while a write was in flight, to go out with its completion): then
+ * the end of the stream cannot follow them, and the connection must be
+ * reset rather than end without them.  The peer posts no receives at
+ * first, so the first write waits (receiver not ready) and the second
+ * send is corked behind it; it then moves the credit limit down to where
+ * the kernel is, and lets the first write in.
+ */
+TEST(peer_takes_back_corked_credits)
+{
+	const char *addr = getenv("RSTREAM_ADDR4") ?: "192.0.2.1";
+	struct sockaddr_in at = { .sin_family = AF_INET };
+	socklen_t len = sizeof(at);
+	enum rdma_cm_event_type type;
+	struct conn_data cd;
+	struct hostile h;
+	char line[1024];
+	int lfd, fd, kmsg, err = 0, cost;
+
+	ASSERT_EQ(1, inet_pton(AF_INET, addr, &at.sin_addr));
+	lfd = socket(rstream_family(), SOCK_STREAM, 0);
+	ASSERT_LE(0, lfd);
+	ASSERT_EQ(0, bind(lfd, (struct sockaddr *)&at, sizeof(at)));
+	ASSERT_EQ(0, listen(lfd, 8));
+	ASSERT_EQ(0, getsockname(lfd, (struct sockaddr *)&at, &len));
+	kmsg = kmsg_open();
+	ASSERT_LE(0, kmsg);
+	cost = set_message_cost(0);
+
+	ASSERT_EQ(0, hostile_prepare_n(&h, &at, 0));
+	fill_conn_data(&h, &cd);
+	ASSERT_EQ(0, hostile_request(&h, &cd, sizeof(cd)));
+	ASSERT_EQ(0, next_event(&h, &type));
+	ASSERT_EQ(RDMA_CM_EVENT_ESTABLISHED, (int)type);
+	fd = accept_within(lfd, WAIT_MS);
+	ASSERT_LE(0, fd);
+
+	ASSERT_EQ(1, send(fd, "a", 1, 0));	/* posted: waits for a receive */
+	ASSERT_EQ(1, send(fd, "b", 1, 0));	/* corked behind it */
+	/* Credit limit 1: the kernel's one write so far, none more. */
+	ASSERT_EQ(0, hostile_send(&h, 0x80000000 | 1, false));
+	usleep(200 * 1000);
+	ASSERT_EQ(0, hostile_post_recvs(&h, 8));
+	usleep(200 * 1000);
+
+	/* Within a second or two: reset, with the reason in the log. */
+	EXPECT_EQ(0, shutdown(fd, SHUT_WR));
+	len = sizeof(err);
+	EXPECT_EQ(0, getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len));
+	EXPECT_EQ(ECONNRESET, err);
+	EXPECT_TRUE(kmsg_find(kmsg, "withholds the credits", line,
+			      sizeof(line)));
+	set_message_cost(cost);
+	close(fd);
+	hostile_close(&h);
+	close(kmsg);
+	close(lfd);
 }
 
 FIXTURE(pdata) {
