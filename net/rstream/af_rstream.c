@@ -549,8 +549,10 @@ static __poll_t rstream_poll(struct file *file, struct socket *sock,
 	if (rcv_shut)
 		mask |= EPOLLIN | EPOLLRDNORM | EPOLLRDHUP;
 	/* A caller about to wait for the peer: nothing stays corked. */
-	if (state == TCP_ESTABLISHED)
+	if (state == TCP_ESTABLISHED) {
 		rstream_tx_push(rs);
+		rstream_cq_poll(rs);
+	}
 	if (state == TCP_ESTABLISHED || (state == TCP_CLOSE && shutdown)) {
 		if (rstream_rx_ready(rs) >= max(READ_ONCE(sk->sk_rcvlowat), 1))
 			mask |= EPOLLIN | EPOLLRDNORM;

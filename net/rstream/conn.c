@@ -152,14 +152,10 @@ int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id)
 		rs->pd = NULL;
 		goto out;
 	}
-	rs->cq = ib_alloc_cq(ibdev, rs,
-			     rstream_conn_cq_entries(rs->sq_size, rs->rq_size), 0,
-			     IB_POLL_SOFTIRQ);
-	if (IS_ERR(rs->cq)) {
-		err = PTR_ERR(rs->cq);
-		rs->cq = NULL;
+	err = rstream_cq_create(rs, rstream_conn_cq_entries(rs->sq_size,
+							    rs->rq_size));
+	if (err)
 		goto out;
-	}
 
 	attr.event_handler = rstream_qp_event;
 	attr.qp_context = rs;
@@ -316,10 +312,7 @@ void rstream_conn_destroy(struct rstream_sock *rs)
 		ib_destroy_qp(rs->qp);
 		rs->qp = NULL;
 	}
-	if (rs->cq) {
-		ib_free_cq(rs->cq);
-		rs->cq = NULL;
-	}
+	rstream_cq_destroy(rs);
 	rstream_buf_unregister(&rs->ring);
 	rstream_buf_unregister(&rs->sgl);
 	rstream_buf_unregister(&rs->sbuf);

@@ -13,6 +13,8 @@
 #include <linux/sched/signal.h>
 #include <linux/workqueue.h>
 #include <net/sock.h>
+/* Not self-contained: after <linux/list.h>, which <net/sock.h> brings. */
+#include <linux/irq_poll.h>
 #include <rdma/ib_verbs.h>
 
 #include "proto.h"
@@ -70,6 +72,14 @@ enum {
 	RSTREAM_F_TEARDOWN,	/* teardown work queued */
 };
 
+/* The completion queue's pollers (cq.c), in rstream_sock.cq_state. */
+enum {
+	RSTREAM_CQ_LIVE,	/* the CQ exists and may be polled */
+	RSTREAM_CQ_POLLING,	/* someone polls the CQ: one at a time */
+	RSTREAM_CQ_MISSED,	/* irq_poll found it polled: run it again */
+	RSTREAM_CQ_EVENT,	/* the device signalled since the last poll */
+};
+
 struct rstream_sock {
 	struct sock sk;		/* first: sk_alloc() sizes the object by proto */
 
@@ -107,6 +117,9 @@ struct rstream_sock {
 	/* Verbs resources (conn.c), owned by the connection. */
 	struct ib_pd *pd;
 	struct ib_cq *cq;
+	struct irq_poll iop;		/* the CQ's softirq poller (cq.c) */
+	struct ib_wc *wc;		/* one poll's completions */
+	unsigned long cq_state;		/* RSTREAM_CQ_* bits */
 	struct ib_qp *qp;
 	struct rstream_buf ring;	/* receive ring, remote write */
 	struct rstream_buf sgl;		/* target SGL array, remote write */
@@ -121,7 +134,7 @@ struct rstream_sock {
 	/*
 	 * The data path: both directions' state, the send queue accounting,
 	 * the message queue.  Taken with spin_lock_bh() in process context and
-	 * spin_lock() in the completion handlers (softirq).
+	 * spin_lock() in the completion handlers (softirq, or BHs off: cq.c).
 	 */
 	spinlock_t lock;
 	struct rstream_conn_params peer;
@@ -308,6 +321,11 @@ bool rstream_cm_accept_ready(struct rstream_sock *lrs);
 int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
 int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		    int flags);
+/* cq.c: the completion queue, polled by irq_poll and by processes */
+int rstream_cq_create(struct rstream_sock *rs, u32 entries);
+void rstream_cq_destroy(struct rstream_sock *rs);
+void rstream_cq_poll(struct rstream_sock *rs);
+
 void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc);
 void rstream_recv_done(struct ib_cq *cq, struct ib_wc *wc);
 int rstream_post_recvs(struct rstream_sock *rs, unsigned int n);

@@ -182,6 +182,7 @@ int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	bool peek = flags & MSG_PEEK;
 	/* TCP's MSG_TRUNC: the bytes are consumed and thrown away. */
 	bool discard = flags & MSG_TRUNC;
+	bool polled = false;
 	size_t copied = 0, target;
 	long timeo;
 	int err = 0;
@@ -194,6 +195,9 @@ int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	 * peer may be waiting for it before it answers).
 	 */
 	rstream_tx_push(rs);
+	/* Bytes the device has placed and no handler has seen yet. */
+	if (!rstream_rx_ready(rs))
+		rstream_cq_poll(rs);
 	/*
 	 * A nonblocking read that finds nothing, the common case of a reader
 	 * that polls in a loop, needs neither the sock lock nor rs->lock.
@@ -275,6 +279,12 @@ int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		err = rstream_may_wait(timeo);
 		if (err)
 			break;
+		/* Once before sleeping: what is in the CQ saves a wake-up. */
+		if (!polled) {
+			polled = true;
+			rstream_cq_poll(rs);
+			continue;
+		}
 		add_wait_queue(sk_sleep(sk), &wait);
 		sk_wait_event(sk, &timeo, rstream_rx_ready(rs) >
 			      (peek ? copied : 0) || sk->sk_err ||

@@ -7,7 +7,7 @@
  * One sender at a time (sendmsg holds the sock lock).  The shared state -
  * send queue accounting, credits, the staging ring's tail - is under
  * rs->lock: spin_lock_bh() in process context, spin_lock() in the
- * completion handler, which runs in softirq (IB_POLL_SOFTIRQ).
+ * completion handlers, which run in softirq or with BHs off (cq.c).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -464,6 +464,7 @@ int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	struct rstream_sock *rs = rstream_sk(sk);
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
 	int flags = msg->msg_flags;
+	bool polled = false;
 	size_t copied = 0;
 	long timeo;
 	int err = 0;
@@ -498,6 +499,13 @@ int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		    rstream_sbuf_room(rs) < min_t(u32, RSTREAM_SNDLOWAT,
 						  rs->sbuf_size / 2))
 			len = 0;
+		if (!len && !polled) {
+			/* Completions in the CQ may have made room. */
+			polled = true;
+			spin_unlock_bh(&rs->lock);
+			rstream_cq_poll(rs);
+			continue;
+		}
 		spin_unlock_bh(&rs->lock);
 
 		if (!len) {
