@@ -18,7 +18,8 @@
 #
 # RSTREAM_BENCH_ONLY (words: stream, raw, conn) limits what runs;
 # RSTREAM_BENCH_PERF="<tool>:<test> ..." records a system-wide profile
-# (perf, call graphs) while each test named runs in the first repetition.
+# (perf, call graphs) while each test named runs in the first repetition;
+# conn:rstream and conn:tcp name the 1,000 connects.
 
 RUNS=${RSTREAM_BENCH_RUNS:-3}
 ONLY=${RSTREAM_BENCH_ONLY:-"stream raw conn"}
@@ -44,6 +45,19 @@ perf_start() {	# perf_start <tool> <run>
 	[ -n "$test" ] || return 0
 	perf_what="$1:$test"
 	rm -f /tmp/perf.finished
+	if [ "$1" = rsockets ]; then
+		# rdma-core's rstream prints nothing until it ends (stdout
+		# to a file is fully buffered): only its first test, which
+		# runs for seconds, can be profiled, from 1 s to 5 s.
+		[ "$test" = 64_lat ] || return 0
+		(
+			sleep 1
+			perf record -e cpu-clock -F 499 -a -g -o /tmp/perf.data \
+				-- sleep 4 > /tmp/perf.record 2>&1
+			echo done > /tmp/perf.finished
+		) &
+		return 0
+	fi
 	(
 		# Start when the tool prints the test before it; stop after it.
 		until grep -q "^$(prev_test "$test") " "/tmp/bench-client.$1" 2>/dev/null; do
@@ -79,6 +93,12 @@ perf_report() {
 		-g none 2>/dev/null | grep '%' | sed 's/^/P /' | head -n 12
 	perf report -i /tmp/perf.data --stdio --no-children --sort comm \
 		-g none 2>/dev/null | grep '%' | sed 's/^/P /' | head -n 12
+	# Who calls the symbols above 4%: the chains that lead there.
+	echo "# callers of the symbols above 4%"
+	perf report -i /tmp/perf.data --stdio --no-children --sort sym \
+		--percent-limit 4 -g caller,1,callee,function,percent \
+		2>/dev/null | grep -v '^$' | grep -v '^#' | sed 's/^/P /' |
+		head -n 200
 	rm -f /tmp/perf.data
 }
 
@@ -166,6 +186,15 @@ conn_run() {
 	env $env $CMD "serve,$ADDR,$port" > /tmp/conn.serve 2>&1 &
 	server=$!
 	sleep 1
+	perf=
+	case " $RSTREAM_BENCH_PERF " in *" conn:$af "*)
+		[ "$run" = 1 ] && {
+			perf_what="conn:$af"
+			perf record -e cpu-clock -F 499 -a -g -o /tmp/perf.data \
+				> /tmp/perf.record 2>&1 &
+			perf=$!
+		} ;;
+	esac
 	env $env $CMD "fill,$ADDR,$port,$CONNS" pause > /tmp/conn.fill 2>&1 &
 	client=$!
 	i=0
@@ -173,6 +202,12 @@ conn_run() {
 		i=$((i + 1))
 		sleep 0.1
 	done
+	if [ -n "$perf" ]; then
+		kill -INT $perf
+		wait $perf
+		echo done > /tmp/perf.finished
+		perf_report
+	fi
 	sleep 2
 	after=$(mem_used)
 	if [ "$run" = 1 ]; then
