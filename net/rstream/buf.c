@@ -40,11 +40,12 @@ static int rstream_buf_alloc_pages(struct rstream_buf *buf)
 	gfp_t gfp = GFP_KERNEL | __GFP_NOWARN;
 
 	/*
-	 * What the peer may write (the ring, the target array) starts out
-	 * zeroed: a peer can claim bytes it never wrote, and recvmsg() would
-	 * copy whatever was there.  The staging ring only ever goes out
-	 * where sendmsg() copied the caller's bytes, and zeroing it was a
-	 * fifth of the CPU time of setting up a connection (perf, 6.12).
+	 * What the peer may write (the ring, the target array) must start
+	 * out zeroed: a peer can claim bytes it never wrote, and recvmsg()
+	 * would copy whatever was there.  The staging ring only ever goes
+	 * out where sendmsg() copied the caller's bytes, so it need not be
+	 * (kernels built with init_on_alloc, Debian's among them, zero every
+	 * page anyway).
 	 */
 	if (buf->dir != DMA_TO_DEVICE)
 		gfp |= __GFP_ZERO;
