@@ -17,9 +17,9 @@
  * an event (RSTREAM_CQ_EVENT): the CQ is armed whenever no poll is under
  * way or scheduled, so without one there is nothing new in it.  The CQ is
  * armed only by the softirq poller when it finds the queue empty; a
- * process poller that took completions leaves the arming alone.  A softirq poller that finds
- * the bit taken takes itself off irq_poll's list first and only then
- * leaves RSTREAM_CQ_MISSED; whichever side then clears that mark
+ * process poller that took completions leaves the arming alone.  A
+ * softirq poller that finds the bit taken takes itself off irq_poll's list
+ * first and only then leaves RSTREAM_CQ_MISSED; whichever side then clears that mark
  * schedules irq_poll again, and finds it off the list.  So a completion
  * never waits with the CQ unarmed and no poll scheduled: were it to, the
  * drain at close (ib_drain_qp(), which waits for a completion through
@@ -62,6 +62,8 @@ static int rstream_cq_process(struct rstream_sock *rs, int budget)
 /*
  * Take the poller's bit; false if someone else polls or the CQ is not
  * there.  LIVE is read with acquire: rs->cq and rs->wc were set before it.
+ * The taker reads the CQ next, so the event mark goes now: an event after
+ * this sets it again.
  */
 static bool rstream_cq_claim(struct rstream_sock *rs)
 {
@@ -71,6 +73,9 @@ static bool rstream_cq_claim(struct rstream_sock *rs)
 		clear_bit_unlock(RSTREAM_CQ_POLLING, &rs->cq_state);
 		return false;
 	}
+	clear_bit(RSTREAM_CQ_EVENT, &rs->cq_state);
+	/* The mark gone before the CQ is read. */
+	smp_mb__after_atomic();
 	return true;
 }
 
@@ -107,9 +112,6 @@ static int rstream_cq_irqpoll(struct irq_poll *iop, int budget)
 			irq_poll_sched(iop);
 		return 0;
 	}
-	clear_bit(RSTREAM_CQ_EVENT, &rs->cq_state);
-	/* The mark gone before the CQ is read: a later event sets it. */
-	smp_mb__after_atomic();
 	done = rstream_cq_process(rs, budget);
 	clear_bit_unlock(RSTREAM_CQ_POLLING, &rs->cq_state);
 	if (done < budget) {
@@ -149,9 +151,6 @@ void rstream_cq_poll(struct rstream_sock *rs)
 	/* The handlers run as in softirq: rs->lock taken without _bh. */
 	local_bh_disable();
 	if (rstream_cq_claim(rs)) {
-		clear_bit(RSTREAM_CQ_EVENT, &rs->cq_state);
-		/* The mark gone before the CQ is read: a later event sets it. */
-		smp_mb__after_atomic();
 		rstream_cq_process(rs, RSTREAM_CQ_BUDGET);
 		rstream_cq_release(rs);
 	}

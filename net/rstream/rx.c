@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The receiving half of the data path: receive completions (softirq)
- * decode the peer's immediates, check them and queue data notifications;
+ * The receiving half of the data path: receive completions (in softirq,
+ * or with BHs off in a process polling the CQ: cq.c) decode the peer's
+ * immediates, check them and queue data notifications;
  * recvmsg() copies out of the ring and hands space and credits back.
  *
  * Receives carry no buffer (the data is already in the ring when the
