@@ -458,6 +458,28 @@ TEST_F(hostile, honest_data_arrives)
 }
 
 /*
+ * A listener at RSTREAM_ADDR4 on a port the kernel picks; its address in
+ * @at.  Any failure fails the test (ASSERT leaves through _metadata).
+ */
+static int listener_at(struct __test_metadata *_metadata,
+		       struct sockaddr_in *at, int backlog)
+{
+	const char *addr = getenv("RSTREAM_ADDR4") ?: "192.0.2.1";
+	socklen_t len = sizeof(*at);
+	int lfd;
+
+	memset(at, 0, sizeof(*at));
+	at->sin_family = AF_INET;
+	ASSERT_EQ(1, inet_pton(AF_INET, addr, &at->sin_addr));
+	lfd = socket(rstream_family(), SOCK_STREAM, 0);
+	ASSERT_LE(0, lfd);
+	ASSERT_EQ(0, bind(lfd, (struct sockaddr *)at, sizeof(*at)));
+	ASSERT_EQ(0, listen(lfd, backlog));
+	ASSERT_EQ(0, getsockname(lfd, (struct sockaddr *)at, &len));
+	return lfd;
+}
+
+/*
  * A peer that takes back the credits for bytes the kernel corked (copied
  * in while a write was in flight, to go out with its completion): then
  * the end of the stream cannot follow them, and the connection must be
@@ -468,21 +490,15 @@ TEST_F(hostile, honest_data_arrives)
  */
 TEST(peer_takes_back_corked_credits)
 {
-	const char *addr = getenv("RSTREAM_ADDR4") ?: "192.0.2.1";
-	struct sockaddr_in at = { .sin_family = AF_INET };
-	socklen_t len = sizeof(at);
+	struct sockaddr_in at;
+	socklen_t len;
 	enum rdma_cm_event_type type;
 	struct conn_data cd;
 	struct hostile h;
 	char line[1024];
 	int lfd, fd, kmsg, err = 0, cost;
 
-	ASSERT_EQ(1, inet_pton(AF_INET, addr, &at.sin_addr));
-	lfd = socket(rstream_family(), SOCK_STREAM, 0);
-	ASSERT_LE(0, lfd);
-	ASSERT_EQ(0, bind(lfd, (struct sockaddr *)&at, sizeof(at)));
-	ASSERT_EQ(0, listen(lfd, 8));
-	ASSERT_EQ(0, getsockname(lfd, (struct sockaddr *)&at, &len));
+	lfd = listener_at(_metadata, &at, 8);
 	kmsg = kmsg_open();
 	ASSERT_LE(0, kmsg);
 	cost = set_message_cost(0);
@@ -617,18 +633,11 @@ TEST_F(pdata, rejected)
  */
 TEST(peer_gives_up_during_setup)
 {
-	const char *addr = getenv("RSTREAM_ADDR4") ?: "192.0.2.1";
-	struct sockaddr_in at = { .sin_family = AF_INET };
-	socklen_t len = sizeof(at);
+	struct sockaddr_in at;
 	int lfd, kmsg, round, c, s;
 	char line[1024];
 
-	ASSERT_EQ(1, inet_pton(AF_INET, addr, &at.sin_addr));
-	lfd = socket(rstream_family(), SOCK_STREAM, 0);
-	ASSERT_LE(0, lfd);
-	ASSERT_EQ(0, bind(lfd, (struct sockaddr *)&at, sizeof(at)));
-	ASSERT_EQ(0, listen(lfd, 64));
-	ASSERT_EQ(0, getsockname(lfd, (struct sockaddr *)&at, &len));
+	lfd = listener_at(_metadata, &at, 64);
 	kmsg = kmsg_open();
 	ASSERT_LE(0, kmsg);
 
