@@ -34,8 +34,14 @@ wants() { case " $ONLY " in *" $1 "*) return 0 ;; esac; return 1; }
 # Sizes as rstream(1) prints them, and as perftest wants them.
 raw_bytes() { case $1 in 64) echo 64 ;; 4k) echo 4096 ;; 64k) echo 65536 ;; 1m) echo 1048576 ;; esac; }
 
-# A profile while <tool>'s <test> runs: perf samples the CPU clock (TCG
-# has no PMU) on both CPUs, with kernel call graphs.
+# perf_rec <command>...: sample the CPU clock (TCG has no PMU) on both
+# CPUs, with call graphs, while <command> runs.
+perf_rec() {
+	perf record -e cpu-clock -F 499 -a -g -o /tmp/perf.data "$@" \
+		> /tmp/perf.record 2>&1
+}
+
+# A profile while <tool>'s <test> runs.
 perf_start() {	# perf_start <tool> <run>
 	[ -n "$RSTREAM_BENCH_PERF" ] && [ "$2" = 1 ] || return 0
 	test=
@@ -52,8 +58,7 @@ perf_start() {	# perf_start <tool> <run>
 		[ "$test" = 64_lat ] || return 0
 		(
 			sleep 1
-			perf record -e cpu-clock -F 499 -a -g -o /tmp/perf.data \
-				-- sleep 4 > /tmp/perf.record 2>&1
+			perf_rec -- sleep 4
 			echo done > /tmp/perf.finished
 		) &
 		return 0
@@ -63,9 +68,7 @@ perf_start() {	# perf_start <tool> <run>
 		until grep -q "^$(prev_test "$test") " "/tmp/bench-client.$1" 2>/dev/null; do
 			sleep 0.05
 		done
-		perf record -e cpu-clock -F 499 -a -g -o /tmp/perf.data \
-			-- sh -c "until grep -q '^$test ' /tmp/bench-client.$1; do sleep 0.1; done" \
-			> /tmp/perf.record 2>&1
+		perf_rec -- sh -c "until grep -q '^$test ' /tmp/bench-client.$1; do sleep 0.1; done"
 		echo done > /tmp/perf.finished
 	) &
 }
@@ -190,6 +193,7 @@ conn_run() {
 	case " $RSTREAM_BENCH_PERF " in *" conn:$af "*)
 		[ "$run" = 1 ] && {
 			perf_what="conn:$af"
+			# perf itself, not a subshell: it gets the SIGINT.
 			perf record -e cpu-clock -F 499 -a -g -o /tmp/perf.data \
 				> /tmp/perf.record 2>&1 &
 			perf=$!
