@@ -39,6 +39,17 @@ wait_no_sockets() {
 	return 0
 }
 
+# unload_rstream: rmmod once the sockets earlier cases or suites closed
+# have finished their teardown (each holds the module until freed; a CI
+# run at 395c9e2 on stock 6.12 ran rstream_params right after
+# rstream_hostile and got "in use").  Dies saying what still holds it.
+unload_rstream() {
+	wait_no_sockets $((30 * ${RSTREAM_TIME_SCALE:-1})) ||
+		die "$(rstream_sockets) sockets remain 30 s after they were closed"
+	rmmod rstream ||
+		die "cannot unload rstream (refcnt $(cat /sys/module/rstream/refcnt))"
+}
+
 # injecting_failures begin|end: from begin to end, allocations fail on
 # purpose, and the kernel's report of each (warn_alloc's "vmalloc error"
 # with its stack) is what was asked for: the rig's console judge does not

@@ -216,15 +216,9 @@ device_carries_data_again() {
 }
 
 # The connections device_carries_data_again closed are still ending in
-# the background (an in-band DISCONNECT each), and each holds the module
-# until its socket is freed: a fresh-clone .ci/run at 05e32ab (stock 6.12)
-# unloaded too soon, got "in use", and the rig's unload check moments
-# later succeeded.
+# the background (an in-band DISCONNECT each): unload_rstream waits.
 module_unloads_and_reloads() {
-	wait_no_sockets $((30 * SCALE)) ||
-		die "$(rstream_sockets) sockets remain 30 s after the last connection closed"
-	rmmod rstream ||
-		die "rstream does not unload after the fuzzer (refcnt $(cat /sys/module/rstream/refcnt))"
+	unload_rstream
 	modprobe rstream || die "rstream does not load again"
 }
 

@@ -117,7 +117,7 @@ devices_come_and_go() {
 }
 
 unload_and_reload_with_devices_present() {
-	rmmod rstream || die "cannot unload rstream"
+	unload_rstream
 	[ -e $DEVICES ] && die "$DEVICES still there after unload"
 	modprobe rstream || die "cannot load rstream"
 	wait_listed rxe0 roce yes

@@ -96,7 +96,7 @@ sysfs_accepts_mem_limit() { sysfs_accepts mem_limit; }
 
 # load_rejects <param>=<value>: the load fails and says why
 load_rejects() {
-	rmmod rstream || die "cannot unload rstream"
+	unload_rstream
 	mark_log
 	if modprobe rstream "$1" 2>/dev/null; then
 		die "rstream loaded with $1"
@@ -119,7 +119,7 @@ load_rejects_inline_default() { load_rejects inline_default=abc; }
 load_rejects_mem_limit() { load_rejects mem_limit=4294967295; }
 
 load_accepts_range_ends() {
-	rmmod rstream || die "cannot unload rstream"
+	unload_rstream
 	modprobe rstream mem_default=4096 wmem_default=268435456 \
 		sqsize_default=16 rqsize_default=65534 inline_default=65534 ||
 		die "load with in-range values failed"
@@ -128,14 +128,15 @@ load_accepts_range_ends() {
 	expect_value sqsize_default 16
 	expect_value rqsize_default 65534
 	expect_value inline_default 65534
-	rmmod rstream && modprobe rstream || die "cannot reload rstream"
+	unload_rstream
+	modprobe rstream || die "cannot load rstream"
 	expect_defaults
 }
 
 load_fails_on_family_in_use() {
 	modprobe rstream_test_family family=18 ||
 		die "cannot load the helper that occupies family 18"
-	rmmod rstream || die "cannot unload rstream"
+	unload_rstream
 	mark_log
 	if modprobe rstream family=18 2>/dev/null; then
 		rmmod rstream_test_family
@@ -149,7 +150,7 @@ load_fails_on_family_in_use() {
 }
 
 load_with_other_family() {
-	rmmod rstream || die "cannot unload rstream"
+	unload_rstream
 	mark_log
 	modprobe rstream family=18 || die "cannot load rstream as family 18"
 	expect_value family 18
@@ -158,7 +159,8 @@ load_with_other_family() {
 	[ "$("$DIR/rstream_sock" 18)" = ok ] || die "socket(18) failed"
 	[ "$("$DIR/rstream_sock" 22)" = EAFNOSUPPORT ] ||
 		die "socket(22) did not fail with EAFNOSUPPORT"
-	rmmod rstream && modprobe rstream || die "cannot reload rstream"
+	unload_rstream
+	modprobe rstream || die "cannot load rstream"
 	[ "$("$DIR/rstream_sock" 22)" = ok ] || die "socket(22) failed"
 	[ "$("$DIR/rstream_sock" 18)" = EAFNOSUPPORT ] ||
 		die "socket(18) did not fail with EAFNOSUPPORT"
