@@ -144,6 +144,16 @@ int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id)
 	struct mem_cgroup *old_memcg;
 	int err;
 
+	/*
+	 * rdma_cm tells us of the device's removal only through an id: once
+	 * a teardown has destroyed the id (before the QP when set-up may still
+	 * be running), nothing would stop the device from being freed under
+	 * what is left.  So the device is held until rstream_conn_destroy().
+	 */
+	if (!ib_device_try_get(ibdev))
+		return -ENODEV;
+	rs->ibdev = ibdev;
+
 	rstream_conn_fit_queues(rs, &ibdev->attrs);
 	old_memcg = set_active_memcg(rstream_memcg(&rs->sk));
 	rs->pd = ib_alloc_pd(ibdev, 0);
@@ -295,10 +305,10 @@ void rstream_conn_established(struct rstream_sock *rs)
 }
 
 /*
- * Free the QP, CQ, regions and PD.  After this no completion handler runs
- * and the device holds nothing of ours; the pages of the rings stay until
- * the socket is destroyed.  Process context, rs->cm_lock held or the
- * connection not yet visible to anyone else.
+ * Free the QP, CQ, regions and PD, and let go of the device.  After this no
+ * completion handler runs and the device holds nothing of ours; the pages
+ * of the rings stay until the socket is destroyed.  Process context,
+ * rs->cm_lock held or the connection not yet visible to anyone else.
  */
 void rstream_conn_destroy(struct rstream_sock *rs)
 {
@@ -319,6 +329,10 @@ void rstream_conn_destroy(struct rstream_sock *rs)
 	if (rs->pd) {
 		ib_dealloc_pd(rs->pd);
 		rs->pd = NULL;
+	}
+	if (rs->ibdev) {
+		ib_device_put(rs->ibdev);
+		rs->ibdev = NULL;
 	}
 	clear_bit(RSTREAM_F_VERBS, &rs->flags);
 	complete_all(&rs->disc_done);

@@ -114,7 +114,12 @@ struct rstream_sock {
 	struct list_head accept_node;
 	struct rstream_sock *listener;
 
-	/* Verbs resources (conn.c), owned by the connection. */
+	/*
+	 * Verbs resources (conn.c), owned by the connection.  @ibdev is the
+	 * device they live on, held (ib_device_try_get()) from their creation
+	 * to their destruction: its unregistration waits for that.
+	 */
+	struct ib_device *ibdev;
 	struct ib_pd *pd;
 	struct ib_cq *cq;
 	struct irq_poll iop;		/* the CQ's softirq poller (cq.c) */

@@ -12,6 +12,8 @@
  *   socket,S                 a new socket in slot S (0..127)
  *   bind,S,ADDR,PORT         bind, connect: an IPv4 or IPv6 address
  *   connect,S,ADDR,PORT
+ *   connect_nb,S,ADDR,PORT   connect with O_NONBLOCK set: EINPROGRESS, and
+ *                            the set-up goes on after the step
  *   listen,S,BACKLOG
  *   accept,S,T               accept into slot T
  *   poll,S                   prints the revents (POLLIN, POLLOUT, ...)
@@ -38,6 +40,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -302,6 +305,12 @@ static int step(char **f, int n)
 		if (addr_of(f[2], f[3], &ss, &len))
 			return -1;
 		ret = connect(fds[s], (struct sockaddr *)&ss, len);
+	} else if (!strcmp(f[0], "connect_nb") && n == 4) {
+		if (addr_of(f[2], f[3], &ss, &len))
+			return -1;
+		ret = fcntl(fds[s], F_SETFL, fcntl(fds[s], F_GETFL) | O_NONBLOCK);
+		if (!ret)
+			ret = connect(fds[s], (struct sockaddr *)&ss, len);
 	} else if (!strcmp(f[0], "listen") && n == 3) {
 		ret = listen(fds[s], atoi(f[2]));
 	} else if (!strcmp(f[0], "accept") && n == 3) {

@@ -13,6 +13,7 @@ RXE0_NETDEV=$(rdma link show rxe0/1 2>/dev/null |
 	      sed -n 's/.* netdev \([^ ]*\).*/\1/p')
 
 restore() {
+	rmmod rstream_test_stall 2>/dev/null
 	[ -d /sys/module/rstream ] || modprobe rstream
 	if ! rdma link show rxe0/1 >/dev/null 2>&1; then
 		modprobe rdma_rxe && rdma link add rxe0 type rxe netdev "$RXE0_NETDEV"
@@ -282,6 +283,65 @@ device_removed_while_sockets_close() {
 		die "no connection on rxe0 re-added"
 }
 
+# A connection still being set up is closed, and its device goes while
+# the teardown is between destroying the CM id and freeing the QP, held
+# there by rstream_test_stall.  With the id gone rdma_cm had nothing to
+# tell, and the removal freed the device under the QP (the fuzzer found
+# it on the debug kernel: rxe_pool_cleanup warnings, then KASAN's
+# use-after-free in ib_destroy_qp_user).  The removal must wait for the
+# teardown instead.
+NOANS_OUT=/tmp/rstream_noanswer.out
+device_removed_during_setup_teardown() {
+	addr=${RSTREAM_ADDR4:-192.0.2.1}
+	wait_no_sockets 30 || die "sockets of earlier cases remain"
+	"$DIR/rstream_rpeer" server rsocket "$addr" 20216 no_answer 120 \
+		> $NOANS_OUT 2>&1 &
+	peer=$!
+	i=0
+	until grep -q listening $NOANS_OUT; do
+		i=$((i + 1))
+		[ $i -gt 100 ] && { kill $peer; die "no rdma_cm listener: $(cat $NOANS_OUT)"; }
+		sleep 0.1
+	done
+	cmd_start "$DIR/rstream_cmd" socket,1 connect_nb,1,$addr,20216 \
+		pause poll,1 close,1 pause
+	cmd_wait_pause 1
+	# The QP is made once the route is resolved, before the request goes.
+	i=0
+	until rdma resource show qp | grep -q "comm \[rstream\]"; do
+		i=$((i + 1))
+		[ $i -gt 100 ] && { kill $peer $CMD_PID; die "no QP of rstream's after 10 s"; }
+		sleep 0.1
+	done
+	modprobe rstream_test_stall delay_ms=3000 ||
+		{ kill $peer $CMD_PID; die "cannot load rstream_test_stall"; }
+	mark_log
+	kill -USR1 $CMD_PID
+	i=0
+	until new_log | grep -q "holding up rstream_conn_destroy, called from rstream_conn_stop"; do
+		i=$((i + 1))
+		[ $i -gt 100 ] && { kill $peer $CMD_PID; rmmod rstream_test_stall; die "the teardown never reached rstream_conn_destroy"; }
+		sleep 0.1
+	done
+	# The id is gone: the listener is no longer needed, and its open
+	# verbs context would hold up the removal (rxe cannot disassociate).
+	kill $peer
+	wait $peer
+	rdma link delete rxe0 || die "cannot delete rxe0"
+	rmmod rstream_test_stall
+	kill -USR1 $CMD_PID
+	cmd_end
+	new_log | grep -q "WARNING\|BUG" && die "$(new_log | grep -m 3 "WARNING\|BUG")"
+	# Still being set up when it closed: "none".
+	expect_steps "socket: ok" "connect_nb: EINPROGRESS" "pause: waiting" \
+		"pause: ok" "poll: ok none" "close: ok" "pause: waiting" \
+		"pause: ok"
+	rxe0_back
+	wait_no_sockets 30 || die "sockets remain 30 s after the removal"
+	"$DIR/rstream_xfer" loop "$addr" 20217 -s 65536 -n 16 -T 60 ||
+		die "no connection on rxe0 re-added"
+}
+
 driver_unloaded_under_rstream() {
 	rmmod rdma_rxe || die "cannot unload rdma_rxe"
 	wait_listed rxe0 roce no
@@ -326,4 +386,4 @@ run_tests $TESTS devices_seen_in_new_netns device_added_while_loaded \
 	unload_and_reload_with_devices_present open_socket_pins_module \
 	device_removed_under_connections listen_after_device_removal \
 	listener_loses_its_device device_removed_while_sockets_close \
-	driver_unloaded_under_rstream
+	device_removed_during_setup_teardown driver_unloaded_under_rstream

@@ -26,6 +26,10 @@
  *                   a second: recv() must return 0 or an error at once
  *   peer_closes_send  the server sends until send() blocks (the client
  *                   reads nothing); the client closes: send() must fail
+ *   no_answer       the server listens with rdma_cm itself and never
+ *                   reads its events, so a connection request to it is
+ *                   never answered, until LIMIT (server only; rsockets
+ *                   accepts in a thread of its own, raccept() or not)
  *
  * Bytes follow a pattern of their offset, so a lost, repeated or moved
  * byte is seen where it happens.  With RSTREAM_RPEER_TCP set in the
@@ -38,6 +42,7 @@
 #include <netdb.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,6 +220,22 @@ static void expect_byte(int fd)
 		     n < 0 ? strerror(errno) : "end of stream");
 }
 
+static bool no_answer;	/* the no_answer scenario */
+
+/* no_answer: a listener that takes requests and answers none. */
+static void listen_no_answer(const struct addrinfo *ai)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *id;
+
+	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(id, ai->ai_addr) || rdma_listen(id, 1))
+		fail("rdma_cm listener: %s", strerror(errno));
+	printf("listening\n");
+	fflush(stdout);
+	pause();
+}
+
 static int open_conn(const char *addr, const char *port, int server)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
@@ -224,6 +245,8 @@ static int open_conn(const char *addr, const char *port, int server)
 	ret = getaddrinfo(addr, port, &hints, &ai);
 	if (ret)
 		fail("getaddrinfo %s: %s", addr, gai_strerror(ret));
+	if (server && no_answer)
+		listen_no_answer(ai);
 	fd = api->socket(api->family ? api->family : ai->ai_family,
 			 SOCK_STREAM, 0);
 	if (fd < 0)
@@ -373,6 +396,7 @@ int main(int argc, char **argv)
 	alarm(argc == 7 ? atoi(argv[6]) : 300);
 	signal(SIGPIPE, SIG_IGN);
 
+	no_answer = !strcmp(scenario, "no_answer");
 	fd = open_conn(argv[3], argv[4], server);
 	if (!strcmp(scenario, "small_sends") && (!eq || count)) {
 		streamed(fd, server, (count ? count : 200000ULL) * 64, 64);
