@@ -10,8 +10,9 @@
  * memory accounting: to the protocol's total, which the mem_limit module
  * parameter bounds as tcp_mem bounds TCP, and to the memory cgroup of the
  * socket's owner (an accepted connection: the listener's).  Over either
- * limit the connection is refused with ENOBUFS, not allocated.  The total
- * shows in /proc/net/protocols, a cgroup's part in its memory.stat (sock).
+ * limit, or leaving the cgroup less than RSTREAM_MEMCG_HEADROOM, the
+ * connection is refused with ENOBUFS, not allocated.  The total shows in
+ * /proc/net/protocols, a cgroup's part in its memory.stat (sock).
  *
  * The charge is taken with __sk_mem_schedule() and then kept out of
  * sk_forward_alloc, in rs->mem_charged, until the pages are freed: the core
@@ -34,6 +35,15 @@
  * entry with its inline room, 60 per receive and 64 per completion entry).
  */
 #define RSTREAM_QUEUE_ENTRY_BYTES	128
+
+/*
+ * Room a memory cgroup must still have once a connection is charged to
+ * it.  The owner's small allocations (the socket, its file, the
+ * connection's bookkeeping, whatever the process does next) come after
+ * the charge, and with the cgroup at its limit each of them would wake
+ * its OOM killer: the connection is refused instead.
+ */
+#define RSTREAM_MEMCG_HEADROOM		(256U << 10)
 
 atomic_long_t rstream_memory_allocated;
 DEFINE_PER_CPU(int, rstream_memory_per_cpu_fw_alloc);
@@ -81,6 +91,7 @@ int rstream_mem_charge(struct rstream_sock *rs)
 	long limit = min_t(unsigned long, rstream_mem_limit(), LONG_MAX);
 	size_t bytes = rstream_conn_bytes(rs);
 	struct sock *sk = &rs->sk;
+	size_t room = 0;
 	int i;
 
 	if (rs->mem_charged)
@@ -88,11 +99,19 @@ int rstream_mem_charge(struct rstream_sock *rs)
 	for (i = 0; i < ARRAY_SIZE(rstream_sysctl_mem); i++)
 		WRITE_ONCE(rstream_sysctl_mem[i], limit);
 	/* Ring sizes are capped at 256 MiB and queues at 65534 entries. */
-	if (bytes > INT_MAX || !__sk_mem_schedule(sk, bytes, SK_MEM_RECV))
+	if (bytes > INT_MAX - RSTREAM_MEMCG_HEADROOM)
+		return -ENOBUFS;
+	if (rstream_memcg(sk))
+		room = RSTREAM_MEMCG_HEADROOM;
+	/* The headroom is charged with the rest and given back at once. */
+	if (!__sk_mem_schedule(sk, bytes + room, SK_MEM_RECV))
 		return -ENOBUFS;
 	rs->mem_charged = sk_mem_pages(bytes) << PAGE_SHIFT;
 	WRITE_ONCE(sk->sk_forward_alloc,
 		   sk->sk_forward_alloc - rs->mem_charged);
+	if (room)
+		__sk_mem_reclaim(sk, (sk_mem_pages(bytes + room) -
+				      sk_mem_pages(bytes)) << PAGE_SHIFT);
 	return 0;
 }
 
