@@ -32,15 +32,8 @@ static void rstream_reg_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct rstream_sock *rs = cq->cq_context;
 
-	if (wc->status != IB_WC_SUCCESS) {
+	if (wc->status != IB_WC_SUCCESS)
 		rs->reg_status = -EIO;
-		/*
-		 * Connected, it is the staging ring's, which nobody waits
-		 * for (rstream_conn_sbuf()): the QP has failed.
-		 */
-		if (test_bit(RSTREAM_F_CONNECTED, &rs->flags))
-			rstream_wc_failed(rs, wc);
-	}
 	if (atomic_dec_and_test(&rs->reg_pending))
 		complete(&rs->reg_done);
 }
@@ -342,13 +335,7 @@ int rstream_conn_start(struct rstream_sock *rs, struct rdma_cm_id *id)
  * the peer may write into, as a TCP socket holds no send buffer until it
  * sends.  The caller holds the sock lock (one sender at a time) and the
  * connection is established; cm_lock keeps the verbs resources from going
- * while they are used here.
- *
- * The registration is not waited for: it would wait behind every write
- * already in the send queue, and a peer that posts no receives stalls
- * those for as long as it likes.  The device carries out the queue in
- * order, so the region is valid before the first write that reads it,
- * and a failed registration fails the QP (rstream_reg_done()).
+ * while they are used here.  Returns 0 once the ring is registered.
  */
 int rstream_conn_sbuf(struct rstream_sock *rs)
 {
@@ -377,6 +364,8 @@ int rstream_conn_sbuf(struct rstream_sock *rs)
 		goto out;
 	}
 	err = rstream_conn_reg_post(rs, &buf, 1);
+	if (!err)
+		err = rstream_conn_reg_wait(rs);
 	if (err) {
 		/* The QP has failed, or the device: the connection is over. */
 		mutex_unlock(&rs->cm_lock);
