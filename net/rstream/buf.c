@@ -74,23 +74,6 @@ static int rstream_buf_alloc_pages(struct rstream_buf *buf)
 }
 
 /*
- * The page order of the chunks a buffer of @size bytes is made of on
- * @ibdev: as small as its page-list limit allows.  -EMSGSIZE if no order
- * does.
- */
-int rstream_buf_order(struct ib_device *ibdev, size_t size)
-{
-	u32 max_pages = max(ibdev->attrs.max_fast_reg_page_list_len, 1U);
-	int order = 0;
-
-	while (DIV_ROUND_UP(size, PAGE_SIZE << order) > max_pages) {
-		if (++order > RSTREAM_MAX_ORDER)
-			return -EMSGSIZE;
-	}
-	return order;
-}
-
-/*
  * Allocate @size bytes, DMA-map them for @dir and prepare a memory region
  * granting @access.  The region is not usable until the caller has posted
  * the work request from rstream_buf_reg_wr() and seen it complete.
@@ -99,20 +82,23 @@ int rstream_buf_alloc(struct rstream_buf *buf, struct ib_pd *pd, size_t size,
 		      enum dma_data_direction dir, int access)
 {
 	struct ib_device *ibdev = pd->device;
+	u32 max_pages = ibdev->attrs.max_fast_reg_page_list_len;
 	struct scatterlist *sg;
 	size_t left;
 	unsigned int i;
 	int err, n;
 
 	memset(buf, 0, sizeof(*buf));
-	n = rstream_buf_order(ibdev, size);
-	if (n < 0)
-		return n;
-	buf->order = n;
 	buf->ibdev = ibdev;
 	buf->size = size;
 	buf->dir = dir;
 	buf->access = access;
+	if (!max_pages)
+		max_pages = 1;
+	while (DIV_ROUND_UP(size, PAGE_SIZE << buf->order) > max_pages)
+		buf->order++;
+	if (buf->order > RSTREAM_MAX_ORDER)
+		return -EMSGSIZE;
 
 	err = rstream_buf_alloc_pages(buf);
 	if (err)

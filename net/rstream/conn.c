@@ -21,7 +21,7 @@
 
 #include "rstream.h"
 
-#define RSTREAM_REG_WRS		2	/* ring and target SGL, or staging */
+#define RSTREAM_REG_WRS		3	/* ring, target SGL, staging */
 #define RSTREAM_DRAIN_WRS	1	/* ib_drain_qp()'s marker */
 #define RSTREAM_REG_TIMEOUT	(5 * HZ)
 #define RSTREAM_DISC_TIMEOUT	(2 * HZ)
@@ -131,12 +131,11 @@ static void rstream_conn_fit_queues(struct rstream_sock *rs,
 }
 
 /*
- * Create the PD, CQ, QP and the regions the peer writes into of a
- * connection on the device rdma_cm chose for @id (the receives go in at
- * the start, the staging ring at the first send).  On an error the caller
- * frees what exists, once, with rstream_conn_destroy().  The socket has
- * been charged for all of it (mem.c); what is allocated here also counts
- * against the socket's memory cgroup.  CM handler.
+ * Create the PD, CQ, QP and the three regions of a connection on the
+ * device rdma_cm chose for @id, and post the receives.  On an error the
+ * caller frees what exists, once, with rstream_conn_destroy().  The socket
+ * has been charged for all of it (mem.c); what is allocated here also
+ * counts against the socket's memory cgroup.  CM handler.
  */
 int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id)
 {
@@ -193,11 +192,6 @@ int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id)
 	}
 	rs->inline_size = attr.cap.max_inline_data;
 
-	/* The staging ring comes at the first send; it must fit then. */
-	err = rstream_buf_order(ibdev, rs->sbuf_size);
-	if (err < 0)
-		goto out;
-
 	err = rstream_buf_alloc(&rs->ring, rs->pd, rs->ring_size,
 				DMA_FROM_DEVICE,
 				IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE);
@@ -208,22 +202,11 @@ int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id)
 				IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE);
 	if (err)
 		goto out;
-	/*
-	 * Grants go out from the start, so they have their own few bytes,
-	 * reached with the PD's local key as other kernel ULPs' sends are.
-	 */
-	rs->ctrl = kzalloc(RSTREAM_CTRL_BYTES, GFP_KERNEL_ACCOUNT);
-	if (!rs->ctrl) {
-		err = -ENOMEM;
+	err = rstream_buf_alloc(&rs->sbuf, rs->pd,
+				rs->sbuf_size + RSTREAM_CTRL_BYTES,
+				DMA_TO_DEVICE, IB_ACCESS_LOCAL_WRITE);
+	if (err)
 		goto out;
-	}
-	rs->ctrl_dma = ib_dma_map_single(ibdev, rs->ctrl, RSTREAM_CTRL_BYTES,
-					 DMA_TO_DEVICE);
-	if (ib_dma_mapping_error(ibdev, rs->ctrl_dma)) {
-		err = -ENOMEM;
-		goto out;
-	}
-	rs->ctrl_mapped = true;
 
 	rs->rmsg_size = rs->rq_size + 1;
 	rs->rmsg = kvcalloc(rs->rmsg_size, sizeof(*rs->rmsg),
@@ -242,6 +225,8 @@ int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id)
 	set_bit(RSTREAM_F_VERBS, &rs->flags);
 
 	err = rstream_qp_to(rs, id, IB_QPS_INIT);
+	if (!err)
+		err = rstream_post_recvs(rs, rs->rq_size + RSTREAM_CTRL_SLOTS);
 out:
 	set_active_memcg(old_memcg);
 	return err;
@@ -261,46 +246,17 @@ void rstream_conn_build_params(struct rstream_sock *rs,
 }
 
 /*
- * Register @n buffers; rstream_conn_reg_wait() waits for the device to
- * have done it.  The QP is in RTS.  Process context: a CM handler, or a
- * sender holding cm_lock.
- */
-static int rstream_conn_reg_post(struct rstream_sock *rs,
-				 struct rstream_buf **bufs, int n)
-{
-	struct ib_reg_wr reg[RSTREAM_REG_WRS];
-	int i;
-
-	atomic_set(&rs->reg_pending, n);
-	rs->reg_status = 0;
-	reinit_completion(&rs->reg_done);
-	for (i = 0; i < n; i++) {
-		rstream_buf_reg_wr(bufs[i], &reg[i]);
-		reg[i].wr.wr_cqe = &rs->reg_cqe;
-		reg[i].wr.send_flags = IB_SEND_SIGNALED;
-		reg[i].wr.next = i + 1 < n ? &reg[i + 1].wr : NULL;
-	}
-	return ib_post_send(rs->qp, &reg[0].wr, NULL);
-}
-
-static int rstream_conn_reg_wait(struct rstream_sock *rs)
-{
-	if (!wait_for_completion_timeout(&rs->reg_done, RSTREAM_REG_TIMEOUT))
-		return -ETIMEDOUT;
-	return rs->reg_status;
-}
-
-/*
  * The peer's parameters are in rs->peer: bring the QP to RTS, register
- * the regions the peer writes into and wait for the registrations, and
- * set up both directions' state.  CM handler, before the REP (passive) or
- * the RTU (active) goes out, so the peer cannot use our keys before they
- * are valid.
+ * the regions and wait for the registrations, and set up both directions'
+ * state.  CM handler, before the REP (passive) or the RTU (active) goes
+ * out, so the peer cannot use our keys before they are valid.
  */
 int rstream_conn_start(struct rstream_sock *rs, struct rdma_cm_id *id)
-{
-	struct rstream_buf *bufs[RSTREAM_REG_WRS] = { &rs->ring, &rs->sgl };
-	int err;
+{	struct ib_reg_wr reg[RSTREAM_REG_WRS];
+	struct rstream_buf *bufs[RSTREAM_REG_WRS] = {
+		&rs->ring, &rs->sgl, &rs->sbuf
+	};
+	int i, err;
 
 	/* Again at INIT: the access flags come from the CM's exchange. */
 	err = rstream_qp_to(rs, id, IB_QPS_INIT);
@@ -308,18 +264,25 @@ int rstream_conn_start(struct rstream_sock *rs, struct rdma_cm_id *id)
 		err = rstream_qp_to(rs, id, IB_QPS_RTR);
 	if (!err)
 		err = rstream_qp_to(rs, id, IB_QPS_RTS);
-	if (!err)
-		err = rstream_conn_reg_post(rs, bufs, ARRAY_SIZE(bufs));
-	/*
-	 * The receives while the device registers: both must be in before
-	 * the peer may write, and neither needs the other.
-	 */
-	if (!err)
-		err = rstream_post_recvs(rs, rs->rq_size + RSTREAM_CTRL_SLOTS);
-	if (!err)
-		err = rstream_conn_reg_wait(rs);
 	if (err)
 		return err;
+
+	atomic_set(&rs->reg_pending, RSTREAM_REG_WRS);
+	rs->reg_status = 0;
+	reinit_completion(&rs->reg_done);
+	for (i = 0; i < RSTREAM_REG_WRS; i++) {
+		rstream_buf_reg_wr(bufs[i], &reg[i]);
+		reg[i].wr.wr_cqe = &rs->reg_cqe;
+		reg[i].wr.send_flags = IB_SEND_SIGNALED;
+		reg[i].wr.next = i + 1 < RSTREAM_REG_WRS ? &reg[i + 1].wr : NULL;
+	}
+	err = ib_post_send(rs->qp, &reg[0].wr, NULL);
+	if (err)
+		return err;
+	if (!wait_for_completion_timeout(&rs->reg_done, RSTREAM_REG_TIMEOUT))
+		return -ETIMEDOUT;
+	if (rs->reg_status)
+		return rs->reg_status;
 
 	spin_lock_bh(&rs->lock);
 	rstream_rx_init(&rs->rx, rs->ring_size, rs->rq_size);
@@ -328,55 +291,6 @@ int rstream_conn_start(struct rstream_sock *rs, struct rdma_cm_id *id)
 	rs->remote_sge = 1;
 	spin_unlock_bh(&rs->lock);
 	return 0;
-}
-
-/*
- * The staging ring, at the first send: an idle connection pins only what
- * the peer may write into, as a TCP socket holds no send buffer until it
- * sends.  The caller holds the sock lock (one sender at a time) and the
- * connection is established; cm_lock keeps the verbs resources from going
- * while they are used here.  Returns 0 once the ring is registered.
- */
-int rstream_conn_sbuf(struct rstream_sock *rs)
-{
-	struct rstream_buf *buf = &rs->sbuf;
-	struct mem_cgroup *old_memcg;
-	int err;
-
-	mutex_lock(&rs->cm_lock);
-	if (test_bit(RSTREAM_F_SBUF, &rs->flags)) {
-		err = 0;
-		goto out;
-	}
-	if (!test_bit(RSTREAM_F_VERBS, &rs->flags) ||
-	    test_bit(RSTREAM_F_DEAD, &rs->flags)) {
-		err = -EPIPE;
-		goto out;
-	}
-	/* A failed attempt left no pages: rstream_buf_alloc() frees its own. */
-	old_memcg = set_active_memcg(rstream_memcg(&rs->sk));
-	err = rstream_buf_alloc(buf, rs->pd, rs->sbuf_size, DMA_TO_DEVICE,
-				IB_ACCESS_LOCAL_WRITE);
-	set_active_memcg(old_memcg);
-	if (err) {
-		net_warn_ratelimited("%pISpc: no memory for a staging ring of %u bytes\n",
-				     &rs->peer_addr, rs->sbuf_size);
-		goto out;
-	}
-	err = rstream_conn_reg_post(rs, &buf, 1);
-	if (!err)
-		err = rstream_conn_reg_wait(rs);
-	if (err) {
-		/* The QP has failed, or the device: the connection is over. */
-		mutex_unlock(&rs->cm_lock);
-		rstream_conn_reset(rs, ECONNRESET,
-				   "cannot register the staging ring");
-		return -EPIPE;
-	}
-	set_bit(RSTREAM_F_SBUF, &rs->flags);
-out:
-	mutex_unlock(&rs->cm_lock);
-	return err;
 }
 
 /*
@@ -412,11 +326,6 @@ void rstream_conn_destroy(struct rstream_sock *rs)
 	rstream_buf_unregister(&rs->ring);
 	rstream_buf_unregister(&rs->sgl);
 	rstream_buf_unregister(&rs->sbuf);
-	clear_bit(RSTREAM_F_SBUF, &rs->flags);
-	if (rs->ctrl_mapped)
-		ib_dma_unmap_single(rs->ibdev, rs->ctrl_dma, RSTREAM_CTRL_BYTES,
-				    DMA_TO_DEVICE);
-	rs->ctrl_mapped = false;
 	if (rs->pd) {
 		ib_dealloc_pd(rs->pd);
 		rs->pd = NULL;
@@ -592,8 +501,6 @@ void rstream_conn_free(struct rstream_sock *rs)
 	rstream_buf_free(&rs->ring);
 	rstream_buf_free(&rs->sgl);
 	rstream_buf_free(&rs->sbuf);
-	kfree(rs->ctrl);
-	rs->ctrl = NULL;
 	kvfree(rs->rmsg);
 	rs->rmsg = NULL;
 	kvfree(rs->sq.slots);

@@ -2,19 +2,17 @@
 /*
  * What a connection pins, charged the way TCP charges socket buffers.
  *
- * A connection holds its receive ring and its target array, registered
- * for DMA for as long as it lives, from its first send its staging ring,
- * and the device holds its queues.  Any process that can open a socket
- * can ask for those (SO_RCVBUF, RDMA_SQSIZE, ... and many sockets), so
- * before anything is allocated the whole is charged to the socket with the
- * core's socket memory accounting: to the protocol's total, which the
- * mem_limit module parameter bounds as tcp_mem bounds TCP, and to the
- * memory cgroup of the socket's owner (an accepted connection: the
- * listener's).  Over either limit, or leaving the cgroup less than
- * RSTREAM_MEMCG_HEADROOM, the connection is refused with ENOBUFS, not
- * allocated.  The staging ring is charged with the rest, so a first send
- * meets no limit.  The total shows in /proc/net/protocols, a cgroup's part
- * in its memory.stat (sock).
+ * A connection holds its receive ring, its target array and its send
+ * staging ring, registered for DMA for as long as it lives, and the device
+ * holds its queues.  Any process that can open a socket can ask for those
+ * (SO_RCVBUF, RDMA_SQSIZE, ... and many sockets), so before anything is
+ * allocated the whole is charged to the socket with the core's socket
+ * memory accounting: to the protocol's total, which the mem_limit module
+ * parameter bounds as tcp_mem bounds TCP, and to the memory cgroup of the
+ * socket's owner (an accepted connection: the listener's).  Over either
+ * limit, or leaving the cgroup less than RSTREAM_MEMCG_HEADROOM, the
+ * connection is refused with ENOBUFS, not allocated.  The total shows in
+ * /proc/net/protocols, a cgroup's part in its memory.stat (sock).
  *
  * The charge is taken with __sk_mem_schedule() and then kept out of
  * sk_forward_alloc, in rs->mem_charged, until the pages are freed: the core
@@ -79,7 +77,7 @@ static size_t rstream_conn_bytes(const struct rstream_sock *rs)
 	u32 entries = sq + rq + rstream_conn_cq_entries(sq, rq);
 
 	return PAGE_ALIGN(rs->ring_size) + PAGE_ALIGN(RSTREAM_SGL_BYTES) +
-	       PAGE_ALIGN(rs->sbuf_size) + RSTREAM_CTRL_BYTES +
+	       PAGE_ALIGN(rs->sbuf_size + RSTREAM_CTRL_BYTES) +
 	       (size_t)entries * RSTREAM_QUEUE_ENTRY_BYTES;
 }
 

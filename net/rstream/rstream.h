@@ -70,7 +70,6 @@ enum {
 	RSTREAM_F_SHUT_SENT,	/* our SHUTDOWN is posted */
 	RSTREAM_F_SHUT_RECV,	/* the peer's SHUTDOWN arrived */
 	RSTREAM_F_TEARDOWN,	/* teardown work queued */
-	RSTREAM_F_SBUF,		/* the staging ring is registered */
 };
 
 /* The completion queue's pollers (cq.c), in rstream_sock.cq_state. */
@@ -129,11 +128,7 @@ struct rstream_sock {
 	struct ib_qp *qp;
 	struct rstream_buf ring;	/* receive ring, remote write */
 	struct rstream_buf sgl;		/* target SGL array, remote write */
-	struct rstream_buf sbuf;	/* send staging, local; first send */
-	/* Our grants as they go out (RSTREAM_CTRL_SLOTS), DMA-mapped. */
-	struct rstream_wire_sge *ctrl;
-	u64 ctrl_dma;
-	bool ctrl_mapped;
+	struct rstream_buf sbuf;	/* send staging, local */
 	struct ib_cqe send_cqe;
 	struct ib_cqe recv_cqe;
 	struct ib_cqe reg_cqe;
@@ -266,7 +261,6 @@ void rstream_proc_exit(void);
 
 /* buf.c */
 
-int rstream_buf_order(struct ib_device *ibdev, size_t size);
 int rstream_buf_alloc(struct rstream_buf *buf, struct ib_pd *pd, size_t size,
 		      enum dma_data_direction dir, int access);
 void rstream_buf_unregister(struct rstream_buf *buf);
@@ -302,7 +296,6 @@ extern struct workqueue_struct *rstream_wq;
 u32 rstream_conn_cq_entries(u32 sq_size, u32 rq_size);
 int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id);
 int rstream_conn_start(struct rstream_sock *rs, struct rdma_cm_id *id);
-int rstream_conn_sbuf(struct rstream_sock *rs);
 void rstream_conn_destroy(struct rstream_sock *rs);
 void rstream_conn_stop(struct rstream_sock *rs);
 void rstream_conn_reset(struct rstream_sock *rs, int err, const char *why);

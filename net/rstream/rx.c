@@ -18,37 +18,17 @@
 
 #include "rstream.h"
 
-/* Repost the receive a completion took.  Softirq, rs->lock held. */
-static int rstream_repost_recv(struct rstream_sock *rs)
-{
-	struct ib_recv_wr wr = { .wr_cqe = &rs->recv_cqe };
-
-	return ib_post_recv(rs->qp, &wr, NULL);
-}
-
-/* Receives per ib_post_recv() call when a connection starts. */
-#define RSTREAM_RECV_BATCH	16
-
-/*
- * Post @n empty receives, chained RSTREAM_RECV_BATCH to a call: the whole
- * queue goes in at set-up, and the device takes its queue's lock once a
- * call, not once a receive.  CM handler (process context).
- */
+/* Post @n empty receives.  Any context. */
 int rstream_post_recvs(struct rstream_sock *rs, unsigned int n)
 {
-	struct ib_recv_wr wr[RSTREAM_RECV_BATCH] = {};
-	unsigned int i, k;
+	struct ib_recv_wr wr = {
+		.wr_cqe = &rs->recv_cqe,
+		.num_sge = 0,
+	};
 	int err = 0;
 
-	while (n && !err) {
-		k = min_t(unsigned int, n, RSTREAM_RECV_BATCH);
-		for (i = 0; i < k; i++) {
-			wr[i].wr_cqe = &rs->recv_cqe;
-			wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
-		}
-		err = ib_post_recv(rs->qp, wr, NULL);
-		n -= k;
-	}
+	while (n-- && !err)
+		err = ib_post_recv(rs->qp, &wr, NULL);
 	return err;
 }
 
@@ -138,7 +118,7 @@ void rstream_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 
 	spin_lock(&rs->lock);
 	err = rstream_rx_imm(rs, be32_to_cpu(wc->ex.imm_data), &events, &why);
-	if (!err && rstream_repost_recv(rs)) {
+	if (!err && rstream_post_recvs(rs, 1)) {
 		err = -EIO;
 		why = "cannot repost a receive";
 	}

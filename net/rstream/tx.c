@@ -138,18 +138,17 @@ void rstream_tx_updates_locked(struct rstream_sock *rs)
 		wr.wr.ex.imm_data = cpu_to_be32(rstream_imm(RSTREAM_OP_SGL, seq));
 		if (kind == RSTREAM_RX_GRANT) {
 			/* Control slots bound grants in flight to their count. */
-			u32 slot = rs->grant_count++ % RSTREAM_CTRL_SLOTS;
-			u64 dma = rs->ctrl_dma + slot * sizeof(*rs->ctrl);
+			u32 off = rs->sbuf_size + (rs->grant_count++ %
+				  RSTREAM_CTRL_SLOTS) * sizeof(struct rstream_wire_sge);
 
-			rstream_fill_grant(rs, &rs->ctrl[slot],
+			rstream_fill_grant(rs, rs->sbuf.vaddr + off,
 					   rstream_buf_iova(&rs->ring, grant_off),
 					   rs->ring.mr->rkey, rs->ring_size / 2);
-			ib_dma_sync_single_for_device(rs->ibdev, dma,
-						      sizeof(*rs->ctrl),
-						      DMA_TO_DEVICE);
-			sge.addr = dma;
-			sge.length = sizeof(*rs->ctrl);
-			sge.lkey = rs->pd->local_dma_lkey;
+			rstream_buf_sync_for_device(&rs->sbuf, off,
+						    sizeof(struct rstream_wire_sge));
+			sge.addr = rstream_buf_iova(&rs->sbuf, off);
+			sge.length = sizeof(struct rstream_wire_sge);
+			sge.lkey = rs->sbuf.mr->lkey;
 			wr.wr.sg_list = &sge;
 			wr.wr.num_sge = 1;
 			wr.remote_addr = rs->peer.sgl_addr + rs->remote_sge *
@@ -484,15 +483,6 @@ int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		sk_wait_event(sk, &timeo, sk->sk_state != TCP_SYN_SENT &&
 			      sk->sk_state != TCP_SYN_RECV, &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
-	}
-	/* The first send: the staging ring (conn.c). */
-	if (unlikely(!test_bit(RSTREAM_F_SBUF, &rs->flags)) &&
-	    msg_data_left(msg)) {
-		err = rstream_tx_error(rs);
-		if (!err)
-			err = rstream_conn_sbuf(rs);
-		if (err)
-			goto out;
 	}
 
 	while (msg_data_left(msg)) {

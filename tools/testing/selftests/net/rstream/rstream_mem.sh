@@ -6,8 +6,7 @@
 # in pages) and in the memory cgroup of its owner, and come back when it
 # closes; past rstream's limit (the mem_limit parameter) or a cgroup's
 # memory.max a connection is refused with ENOBUFS, the reason is logged,
-# nobody is killed, and connections work again once memory is free.  An
-# idle connection holds no staging ring.
+# nobody is killed, and connections work again once memory is free.
 
 . "$(dirname "$0")/lib.sh"
 
@@ -84,28 +83,6 @@ charged_and_given_back() {
 		die "20 connections added only $((held - before)) pages"
 	[ $((after - before)) -le $SLACK ] && [ $((before - after)) -le $SLACK ] ||
 		die "$((after - before)) pages stayed charged"
-}
-
-regions() {	# regions rstream has mapped (rings, target arrays)
-	grep -cE " rstream_buf_alloc(_pages)?\+" /proc/vmallocinfo
-}
-
-# An idle connection pins what the peer may write into, its ring and
-# target array, and no staging ring: that comes with the first send.
-idle_connections_pin_no_staging() {
-	wait_released
-	before=$(regions)
-	start serve serve,"$ADDR4",20307
-	wait_line serve "listening"
-	start fill fill,"$ADDR4",20307,20 pause
-	wait_line fill "^pause"
-	grep -q "fill: 20 made$" $OUT.fill || die "$(cat $OUT.fill)"
-	held=$(regions)
-	stop "$FILL"
-	stop "$SERVE"
-	echo "regions mapped: $before, $held with 20 idle connections"
-	[ $((held - before)) -eq $((20 * 2 * 2)) ] ||
-		die "20 idle connections (40 sockets) mapped $((held - before)) regions, not 80"
 }
 
 # fill_refused <limit text> <pattern of the refusal>: connect until
@@ -201,6 +178,5 @@ cgroup_refuses_accepted_connections() {
 	cgroup_release
 }
 
-run_tests charged_and_given_back idle_connections_pin_no_staging \
-	limit_refuses_with_enobufs \
+run_tests charged_and_given_back limit_refuses_with_enobufs \
 	cgroup_refuses_connect cgroup_refuses_accepted_connections
