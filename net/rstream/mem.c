@@ -98,13 +98,15 @@ int rstream_mem_charge(struct rstream_sock *rs)
 		return 0;
 	for (i = 0; i < ARRAY_SIZE(rstream_sysctl_mem); i++)
 		WRITE_ONCE(rstream_sysctl_mem[i], limit);
-	/* Ring sizes are capped at 256 MiB and queues at 65534 entries. */
-	if (bytes > INT_MAX - RSTREAM_MEMCG_HEADROOM)
-		return -ENOBUFS;
 	if (rstream_memcg(sk))
 		room = RSTREAM_MEMCG_HEADROOM;
-	/* The headroom is charged with the rest and given back at once. */
-	if (!__sk_mem_schedule(sk, bytes + room, SK_MEM_RECV))
+	/*
+	 * Ring sizes are capped at 256 MiB and queues at 65534 entries.  The
+	 * headroom is charged with the rest, to the cgroup and to rstream's
+	 * total alike, and given back at once.
+	 */
+	if (bytes > INT_MAX - room ||
+	    !__sk_mem_schedule(sk, bytes + room, SK_MEM_RECV))
 		return -ENOBUFS;
 	rs->mem_charged = sk_mem_pages(bytes) << PAGE_SHIFT;
 	WRITE_ONCE(sk->sk_forward_alloc,
