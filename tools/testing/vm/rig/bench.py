@@ -3,8 +3,10 @@
 ratios the performance targets are stated in, and a verdict on each.
 
 Under TCG an absolute time means little; a ratio between two tools
-measured in the same guest does, so every target is such a ratio (the
-connection set-up time is the one absolute figure, shown beside TCP's).
+measured in the same guest does, so every target is such a ratio.  The
+issue states the connection set-up target as 2 ms where TCP took 0.17 ms
+in the same guest: it is checked as that ratio to TCP's set-up time in
+this run (the same code took 2.9 ms on one host and 8.4 ms on another).
 """
 
 import re
@@ -22,7 +24,9 @@ TOOLS = [("rstream", "AF_RSTREAM"), ("rsockets", "rsockets"), ("tcp", "TCP")]
 # (RSTREAM_BENCH_ONLY=conn; 719 KiB per socket in all).  The memory target
 # is half of it.
 MEMORY_BEFORE = {"6.12": 478, "6.1": 463}
+# The set-up target: 2 ms a connection where TCP's took 0.17 ms.
 SETUP_TARGET_MS = 2.0
+SETUP_TCP_MS = 0.17
 
 
 class Figure:
@@ -188,9 +192,10 @@ def report(kernel_name, text):
     else:
         target("memory beyond the rings / before ≤ 0.5 (no figure before "
                "for this kernel)", None, 0.5, False)
-    target(f"set-up per connection (ms) ≤ {SETUP_TARGET_MS:g}",
-           setup["rstream"].median if setup["rstream"] else None,
-           SETUP_TARGET_MS, False)
+    limit = SETUP_TARGET_MS / SETUP_TCP_MS
+    target(f"set-up per connection / TCP's ≤ {limit:.1f} "
+           f"({SETUP_TARGET_MS:g} ms where TCP took {SETUP_TCP_MS:g} ms)",
+           ratio(setup["rstream"], setup["tcp"]), limit, False)
 
     out.append("")
     out.append("| target | value | met |")
