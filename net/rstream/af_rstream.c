@@ -264,6 +264,9 @@ static int rstream_sock_renew(struct rstream_sock *rs)
 	rs->sbuf_head = 0;
 	rs->sbuf_sent = 0;
 	rs->sbuf_tail = 0;
+	rs->tx_last_send = 0;
+	rs->tx_rx_mark = 0;
+	rs->tx_hold_until = 0;
 	spin_unlock_bh(&rs->lock);
 	WRITE_ONCE(sk->sk_err, 0);
 	WRITE_ONCE(sk->sk_shutdown, 0);
@@ -550,7 +553,7 @@ static __poll_t rstream_poll(struct file *file, struct socket *sock,
 		mask |= EPOLLIN | EPOLLRDNORM | EPOLLRDHUP;
 	/* A caller about to wait for the peer: nothing stays corked. */
 	if (state == TCP_ESTABLISHED) {
-		rstream_tx_push(rs);
+		rstream_tx_push(rs, false);
 		rstream_cq_poll(rs);
 	}
 	if (state == TCP_ESTABLISHED || (state == TCP_CLOSE && shutdown)) {
@@ -577,11 +580,14 @@ static int rstream_ioctl(struct socket *sock, unsigned int cmd,
 	case SIOCINQ:
 		if (sk->sk_state == TCP_LISTEN)
 			return -EINVAL;
+		/* What the device placed and no poller has seen yet counts. */
+		rstream_cq_poll(rs);
 		answ = rstream_rx_ready(rs);
 		break;
 	case SIOCOUTQ:
 		if (sk->sk_state == TCP_LISTEN)
 			return -EINVAL;
+		rstream_cq_poll(rs);
 		answ = test_bit(RSTREAM_F_VERBS, &rs->flags) ?
 		       rstream_tx_unacked(rs) : 0;
 		break;
@@ -661,6 +667,25 @@ static int rstream_release(struct socket *sock)
 	return 0;
 }
 
+#ifdef RSTREAM_HAVE_SPLICE_EOF
+/*
+ * sendfile()/splice() ran out of input before the count it was given: its
+ * last send said MSG_MORE, for bytes that will not come.  Post what that
+ * held, as tcp_splice_eof() does, unless TCP_CORK holds it on purpose.
+ * Process context.
+ */
+static void rstream_splice_eof(struct socket *sock)
+{
+	struct sock *sk = sock->sk;
+	struct rstream_sock *rs = rstream_sk(sk);
+
+	lock_sock(sk);
+	if (!rs->cork)
+		rstream_tx_push(rs, true);
+	release_sock(sk);
+}
+#endif
+
 /*
  * No .family: the number is chosen at load time, and the core takes a
  * socket's family from rstream_family_ops and sk->sk_family, not from here.
@@ -682,6 +707,9 @@ static const struct proto_ops rstream_stream_ops = {
 	.sendmsg	= rstream_sendmsg,
 	.recvmsg	= rstream_recvmsg,
 	.mmap		= sock_no_mmap,
+#ifdef RSTREAM_HAVE_SPLICE_EOF
+	.splice_eof	= rstream_splice_eof,
+#endif
 };
 
 /*

@@ -317,8 +317,11 @@ void rstream_conn_destroy(struct rstream_sock *rs)
 	spin_unlock_bh(&rs->lock);
 
 	if (rs->qp) {
-		if (test_and_clear_bit(RSTREAM_F_QP_LIVE, &rs->flags))
+		if (test_and_clear_bit(RSTREAM_F_QP_LIVE, &rs->flags)) {
+			/* The drain waits for its marker's completion. */
+			rstream_cq_arm(rs);
 			ib_drain_qp(rs->qp);
+		}
 		ib_destroy_qp(rs->qp);
 		rs->qp = NULL;
 	}

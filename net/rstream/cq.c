@@ -2,28 +2,36 @@
 /*
  * A connection's completion queue, polled from two places: irq_poll
  * (softirq) after the device signals a completion, as ib_alloc_cq()'s
- * IB_POLL_SOFTIRQ does, and directly by a process about to report "nothing
- * yet" from recvmsg(), sendmsg() or poll().
+ * IB_POLL_SOFTIRQ does, and directly by a process in recvmsg(), sendmsg()
+ * or poll().
  *
- * Why the second: soft-RoCE on 6.12 posts completions from a work item, so
- * the softirq it raises runs in ksoftirqd, and a reader that polls a
- * nonblocking socket in a loop would wait for that thread to be scheduled
- * before it sees bytes that are already in its ring.  rsocket polls its
- * completion queue itself before it blocks; so does this, with the
- * kernel's own completion handlers.
+ * The CQ is armed only while someone needs to be told of a completion:
+ * a process asleep on the socket or an epoll, poll or select on its wait
+ * queue, a SIGIO owner, corked bytes that a send completion posts, and
+ * everything outside an established connection (set-up waits for its
+ * registrations, teardown for its DISCONNECT and the drain).  Otherwise
+ * completions wait in the CQ for the next call on the socket, as they
+ * wait in a userspace rsocket's CQ for its next rrecv(): a process that
+ * polls a nonblocking socket in a loop then costs no event, softirq or
+ * wake-up of ksoftirqd per message.  That is most of a small message's
+ * time on 6.12's soft-RoCE, which signals from its work items (process
+ * context), where raising the softirq wakes ksoftirqd.
+ *
+ * RSTREAM_CQ_ARMED says the CQ is armed and has signalled nothing since,
+ * so that a poller may skip it; the event handler clears it.  Whoever arms
+ * asks for missed completions and handles them, so nothing that came
+ * before an arm is left behind it.  A CQ left unarmed has a backstop: a
+ * timer that arms it once no process has polled it for a tick (like a
+ * NAPI instance's deferred interrupts), for a waiter that registered
+ * without calling into the socket (O_ASYNC set after the last call).
  *
  * One poller at a time (RSTREAM_CQ_POLLING), so that completions are
- * handled in the order the device made them.  A process polls only after
- * an event (RSTREAM_CQ_EVENT): the CQ is armed whenever no poll is under
- * way or scheduled, so without one there is nothing new in it.  The CQ is
- * armed only by the softirq poller when it finds the queue empty; a
- * process poller that took completions leaves the arming alone.  A
- * softirq poller that finds the bit taken takes itself off irq_poll's list
- * first and only then leaves RSTREAM_CQ_MISSED; whichever side then clears that mark
- * schedules irq_poll again, and finds it off the list.  So a completion
- * never waits with the CQ unarmed and no poll scheduled: were it to, the
- * drain at close (ib_drain_qp(), which waits for a completion through
- * this CQ) would wait for ever.
+ * handled in the order the device made them.  A poller that finds the bit
+ * taken and needs the CQ handled leaves RSTREAM_CQ_MISSED; whichever side
+ * then clears that mark schedules irq_poll, so a waiter that registered
+ * while another poller was deciding not to arm is seen by the next one.
+ * irq_poll takes itself off its list before it leaves the mark, so that
+ * the schedule finds it off the list.
  *
  * The bits live in rs->cq_state, a word of their own: rs->flags is
  * rewritten whole when a socket starts again (af_rstream.c).
@@ -31,6 +39,9 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/delay.h>
+#include <linux/sched/clock.h>
+#include <linux/timer.h>
+#include <net/tcp_states.h>
 #include <rdma/ib_verbs.h>
 
 #include "rstream.h"
@@ -38,6 +49,8 @@
 /* Completions per ib_poll_cq() call, and per irq_poll round. */
 #define RSTREAM_CQ_BATCH	16
 #define RSTREAM_CQ_BUDGET	64
+/* How long an unarmed CQ may go unpolled before the backstop arms it. */
+#define RSTREAM_CQ_IDLE		max(1, HZ / 500)
 
 /* RSTREAM_CQ_POLLING held, BHs off: handle up to @budget completions. */
 static int rstream_cq_process(struct rstream_sock *rs, int budget)
@@ -62,8 +75,6 @@ static int rstream_cq_process(struct rstream_sock *rs, int budget)
 /*
  * Take the poller's bit; false if someone else polls or the CQ is not
  * there.  LIVE is read with acquire: rs->cq and rs->wc were set before it.
- * The taker reads the CQ next, so the event mark goes now: an event after
- * this sets it again.
  */
 static bool rstream_cq_claim(struct rstream_sock *rs)
 {
@@ -73,20 +84,100 @@ static bool rstream_cq_claim(struct rstream_sock *rs)
 		clear_bit_unlock(RSTREAM_CQ_POLLING, &rs->cq_state);
 		return false;
 	}
-	clear_bit(RSTREAM_CQ_EVENT, &rs->cq_state);
-	/* The mark gone before the CQ is read. */
-	smp_mb__after_atomic();
 	return true;
 }
 
-/* Let go of the poller's bit; run irq_poll if it found the bit taken. */
+/* Let go of the poller's bit; run irq_poll if someone found it taken. */
 static void rstream_cq_release(struct rstream_sock *rs)
 {
 	clear_bit_unlock(RSTREAM_CQ_POLLING, &rs->cq_state);
-	/* The bit clear before the mark is read; pairs with irqpoll's. */
+	/* The bit clear before the mark is read; pairs with rstream_cq_missed(). */
 	smp_mb__after_atomic();
 	if (test_and_clear_bit(RSTREAM_CQ_MISSED, &rs->cq_state))
 		irq_poll_sched(&rs->iop);
+}
+
+/*
+ * The poller's bit was taken: leave the mark for its holder, or schedule
+ * irq_poll ourselves if the holder let go meanwhile.
+ */
+static void rstream_cq_missed(struct rstream_sock *rs)
+{
+	set_bit(RSTREAM_CQ_MISSED, &rs->cq_state);
+	/* The mark set before POLLING is read; pairs with release. */
+	smp_mb__after_atomic();
+	if (!test_bit(RSTREAM_CQ_POLLING, &rs->cq_state) &&
+	    test_bit(RSTREAM_CQ_LIVE, &rs->cq_state) &&
+	    test_and_clear_bit(RSTREAM_CQ_MISSED, &rs->cq_state))
+		irq_poll_sched(&rs->iop);
+}
+
+/*
+ * Whether anyone must hear of the next completion as it comes, rather
+ * than at the next call on the socket.  Any context.
+ */
+static bool rstream_cq_wants_events(struct rstream_sock *rs)
+{
+	struct sock *sk = &rs->sk;
+
+	/*
+	 * Set-up, shutdown, teardown and resets wait on completions, and so
+	 * do grants and credit updates that found no control slot free.
+	 */
+	if (rstream_state(sk) != TCP_ESTABLISHED || READ_ONCE(sk->sk_shutdown) ||
+	    (READ_ONCE(rs->flags) & (BIT(RSTREAM_F_DEAD) |
+				     BIT(RSTREAM_F_TEARDOWN) |
+				     BIT(RSTREAM_F_DISC_SENT) |
+				     BIT(RSTREAM_F_SHUT_SENT) |
+				     BIT(RSTREAM_F_UPDATES_HELD))) ||
+	    !test_bit(RSTREAM_F_CONNECTED, &rs->flags) ||
+	    sock_flag(sk, SOCK_DEAD) || sock_flag(sk, SOCK_FASYNC))
+		return true;
+	/* Corked bytes go out when the write ahead of them completes. */
+	if (READ_ONCE(rs->sbuf_head) != READ_ONCE(rs->sbuf_sent))
+		return true;
+	return rstream_has_waiter(rs);
+}
+
+/*
+ * RSTREAM_CQ_POLLING held: arm the CQ; true if completions came before
+ * the arm, which the caller handles (the device signals only new ones).
+ */
+static bool rstream_cq_arm_now(struct rstream_sock *rs)
+{
+	int ret;
+
+	set_bit(RSTREAM_CQ_ARMED, &rs->cq_state);
+	/* ARMED before the arm: an event right after it clears the bit. */
+	smp_mb__after_atomic();
+	ret = ib_req_notify_cq(rs->cq, IB_CQ_NEXT_COMP |
+			       IB_CQ_REPORT_MISSED_EVENTS);
+	if (ret < 0) {
+		/* Not armed after all: pollers must not skip it. */
+		clear_bit(RSTREAM_CQ_ARMED, &rs->cq_state);
+		mod_timer(&rs->cq_timer, jiffies + RSTREAM_CQ_IDLE);
+		return true;
+	}
+	return ret > 0;
+}
+
+/*
+ * RSTREAM_CQ_POLLING held, BHs off: arm the CQ if someone needs its
+ * events, handling what came before the arm; else make sure the backstop
+ * runs.
+ */
+static void rstream_cq_settle(struct rstream_sock *rs)
+{
+	if (test_bit(RSTREAM_CQ_ARMED, &rs->cq_state))
+		return;
+	if (!rstream_cq_wants_events(rs)) {
+		if (!timer_pending(&rs->cq_timer))
+			mod_timer(&rs->cq_timer, jiffies + RSTREAM_CQ_IDLE);
+		return;
+	}
+	if (rstream_cq_arm_now(rs) &&
+	    rstream_cq_process(rs, RSTREAM_CQ_BUDGET) == RSTREAM_CQ_BUDGET)
+		irq_poll_sched(&rs->iop);	/* more: in softirq, bounded */
 }
 
 /* Softirq (irq_poll). */
@@ -103,24 +194,21 @@ static int rstream_cq_irqpoll(struct irq_poll *iop, int budget)
 		irq_poll_complete(iop);
 		/* Off the list before the mark can be seen. */
 		smp_mb__before_atomic();
-		set_bit(RSTREAM_CQ_MISSED, &rs->cq_state);
-		/* The mark set before POLLING is read; pairs with release. */
-		smp_mb__after_atomic();
-		if (!test_bit(RSTREAM_CQ_POLLING, &rs->cq_state) &&
-		    test_bit(RSTREAM_CQ_LIVE, &rs->cq_state) &&
-		    test_and_clear_bit(RSTREAM_CQ_MISSED, &rs->cq_state))
-			irq_poll_sched(iop);
+		rstream_cq_missed(rs);
 		return 0;
 	}
 	done = rstream_cq_process(rs, budget);
-	clear_bit_unlock(RSTREAM_CQ_POLLING, &rs->cq_state);
 	if (done < budget) {
 		irq_poll_complete(iop);
-		/* Completions that came before the arm: poll again. */
-		if (ib_req_notify_cq(rs->cq, IB_CQ_NEXT_COMP |
-				     IB_CQ_REPORT_MISSED_EVENTS) > 0)
-			irq_poll_sched(iop);
+		/*
+		 * Off the list before ARMED and the waiters are read: an
+		 * event that found us still on it (and so scheduled nothing)
+		 * cleared ARMED before it looked; pairs with the event's.
+		 */
+		smp_mb();
+		rstream_cq_settle(rs);
 	}
+	rstream_cq_release(rs);
 	return done;
 }
 
@@ -129,30 +217,101 @@ static void rstream_cq_event(struct ib_cq *cq, void *ctx)
 {
 	struct rstream_sock *rs = ctx;
 
-	set_bit(RSTREAM_CQ_EVENT, &rs->cq_state);
+	clear_bit(RSTREAM_CQ_ARMED, &rs->cq_state);
+	/* ARMED clear before irq_poll's state is read; pairs with irqpoll. */
+	smp_mb__after_atomic();
 	irq_poll_sched(&rs->iop);
 }
 
 /*
- * Handle what the completion queue holds now, if no one else is at it.
+ * The backstop (timer softirq): a CQ left unarmed that no process has
+ * polled for a tick is armed, and the completions it holds are handled.
+ */
+static void rstream_cq_idle(struct timer_list *t)
+{
+	struct rstream_sock *rs = from_timer(rs, t, cq_timer);
+
+	if (!rstream_cq_claim(rs)) {
+		/*
+		 * Someone polls, and may have seen us pending before we ran:
+		 * look again in a tick.  Not once the CQ is going (destroy
+		 * clears LIVE before its del_timer_sync()).
+		 */
+		if (test_bit(RSTREAM_CQ_LIVE, &rs->cq_state))
+			mod_timer(&rs->cq_timer, jiffies + RSTREAM_CQ_IDLE);
+		return;
+	}
+	if (!test_bit(RSTREAM_CQ_ARMED, &rs->cq_state)) {
+		if (rs->cq_polls != rs->cq_polls_seen) {
+			rs->cq_polls_seen = rs->cq_polls;
+			mod_timer(&rs->cq_timer, jiffies + RSTREAM_CQ_IDLE);
+		} else if (rstream_cq_arm_now(rs)) {
+			/* Armed now whatever it wants: nobody is polling. */
+			irq_poll_sched(&rs->iop);
+		}
+	}
+	rstream_cq_release(rs);
+}
+
+/*
+ * The cork's time is up (softirq): post what is corked, and have irq_poll
+ * handle the completions left in the CQ meanwhile (a sendmsg that found
+ * the timer queued left them to us).  Bytes that MSG_MORE or TCP_CORK
+ * hold wait for the end of their hold: the timer starts again for it,
+ * under rs->lock as every start is, so never on a connection being torn
+ * down (rstream_tx_held() is false once it can post no more).
+ */
+static enum hrtimer_restart rstream_cq_cork_end(struct hrtimer *t)
+{
+	struct rstream_sock *rs = container_of(t, struct rstream_sock,
+					       cork_timer);
+	u64 left;
+	int err = 0;
+
+	spin_lock(&rs->lock);
+	if (rstream_tx_held(rs, &left)) {
+		rs->tx_timer_at = local_clock() + left;
+		hrtimer_start(t, ns_to_ktime(left), HRTIMER_MODE_REL_SOFT);
+		spin_unlock(&rs->lock);
+		return HRTIMER_NORESTART;
+	}
+	err = rstream_tx_push_locked(rs);
+	spin_unlock(&rs->lock);
+	if (err)
+		rstream_conn_reset(rs, ECONNRESET, "cannot post a write");
+	irq_poll_sched(&rs->iop);
+	return HRTIMER_NORESTART;
+}
+
+/*
+ * Handle what the completion queue holds now, then arm it if anyone
+ * needs its events (a waiter calls this after joining the wait queue).
  * Process context, no spinlock held; the connection may be going away
  * (RSTREAM_CQ_LIVE says whether the CQ is still there).
  */
 void rstream_cq_poll(struct rstream_sock *rs)
 {
 	/*
-	 * No event since the last poll: the CQ was armed and has nothing
-	 * new, or irq_poll is on it.  A reader polling in a loop then costs
-	 * neither the device's CQ lock nor the poller's bit.
+	 * A waiter's queue entry (or the state that wants events) before
+	 * ARMED is read: either a poller that cleared ARMED and then looked
+	 * for waiters finds it, or we find ARMED clear and arm the CQ
+	 * ourselves.  Pairs with the barrier in rstream_cq_wants_events().
 	 */
-	if (!test_bit(RSTREAM_CQ_EVENT, &rs->cq_state) ||
+	smp_mb();
+	/* Armed and silent since: nothing new, and the event will come. */
+	if (test_bit(RSTREAM_CQ_ARMED, &rs->cq_state) ||
 	    !test_bit(RSTREAM_CQ_LIVE, &rs->cq_state))
 		return;
 	/* The handlers run as in softirq: rs->lock taken without _bh. */
 	local_bh_disable();
 	if (rstream_cq_claim(rs)) {
+		rs->cq_polls++;
 		rstream_cq_process(rs, RSTREAM_CQ_BUDGET);
+		rstream_cq_settle(rs);
 		rstream_cq_release(rs);
+	} else if (rstream_cq_wants_events(rs)) {
+		/* The holder may have decided before we came: it looks again. */
+		rstream_cq_missed(rs);
 	}
 	local_bh_enable();
 }
@@ -161,7 +320,8 @@ void rstream_cq_poll(struct rstream_sock *rs)
  * CM handler (process context): a CQ of @entries, armed.  ib_drain_qp()
  * works with it as with one of ib_alloc_cq()'s IB_POLL_SOFTIRQ: it waits
  * for its marker's completion, which the pollers here hand to its
- * wr_cqe->done like any other.
+ * wr_cqe->done like any other (the CQ is armed once the connection is no
+ * longer established).
  */
 int rstream_cq_create(struct rstream_sock *rs, u32 entries)
 {
@@ -173,10 +333,14 @@ int rstream_cq_create(struct rstream_sock *rs, u32 entries)
 		return -ENOMEM;
 	/* Before the CQ exists: its first event schedules this. */
 	irq_poll_init(&rs->iop, RSTREAM_CQ_BUDGET, rstream_cq_irqpoll);
+	timer_setup(&rs->cq_timer, rstream_cq_idle, 0);
+	hrtimer_init(&rs->cork_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
+	rs->cork_timer.function = rstream_cq_cork_end;
 	cq = ib_create_cq(rs->pd->device, rstream_cq_event, NULL, rs, &attr);
 	if (IS_ERR(cq))
 		return PTR_ERR(cq);
 	rs->cq = cq;
+	set_bit(RSTREAM_CQ_ARMED, &rs->cq_state);
 	/* rs->cq and rs->wc before LIVE; pairs with the claim's acquire. */
 	smp_mb__before_atomic();
 	set_bit(RSTREAM_CQ_LIVE, &rs->cq_state);
@@ -184,8 +348,28 @@ int rstream_cq_create(struct rstream_sock *rs, u32 entries)
 }
 
 /*
- * After the QP is gone: wait out any poller, stop irq_poll, free the CQ.
- * Process context (it may sleep).
+ * Process context: make sure the CQ's completions are handled from now on
+ * without a process polling, for a teardown or drain that waits on them.
+ */
+void rstream_cq_arm(struct rstream_sock *rs)
+{
+	/* What wants events set before ARMED is read, as in rstream_cq_poll(). */
+	smp_mb();
+	if (test_bit(RSTREAM_CQ_ARMED, &rs->cq_state))
+		return;
+	local_bh_disable();
+	if (rstream_cq_claim(rs)) {
+		rstream_cq_settle(rs);
+		rstream_cq_release(rs);
+	} else {
+		rstream_cq_missed(rs);
+	}
+	local_bh_enable();
+}
+
+/*
+ * After the QP is gone: wait out any poller, stop irq_poll and the
+ * backstop, free the CQ.  Process context (it may sleep).
  */
 void rstream_cq_destroy(struct rstream_sock *rs)
 {
@@ -197,6 +381,14 @@ void rstream_cq_destroy(struct rstream_sock *rs)
 		while (test_and_set_bit_lock(RSTREAM_CQ_POLLING, &rs->cq_state))
 			usleep_range(10, 100);
 		irq_poll_disable(&rs->iop);
+		/*
+		 * Only a claim starts the backstop, and none can succeed now;
+		 * the cork timer starts only under rs->lock on a connection
+		 * that can post, and RSTREAM_F_DEAD was set before (conn.c).
+		 */
+		del_timer_sync(&rs->cq_timer);
+		hrtimer_cancel(&rs->cork_timer);
+		clear_bit(RSTREAM_CQ_ARMED, &rs->cq_state);
 		clear_bit_unlock(RSTREAM_CQ_POLLING, &rs->cq_state);
 		ib_destroy_cq(rs->cq);
 		rs->cq = NULL;

@@ -5,10 +5,14 @@
  *
  * SOL_RDMA takes rsocket's options with rsocket's rules: queue sizes and
  * the inline threshold only before the connection exists, capped at
- * 0xfffe.  TCP_NODELAY and TCP_MAXSEG are accepted and change nothing, as
- * in rsocket: there is no Nagle delay to turn off, only corking behind a
- * write in flight, which TCP does with TCP_NODELAY too (tx.c).  Process
- * context.
+ * 0xfffe.  SOL_TCP's TCP_NODELAY, TCP_CORK and TCP_MAXSEG mean what they
+ * mean to TCP, mapped onto how sends are corked (tx.c): TCP_NODELAY turns
+ * off the short cork window of a stream of sends (TCP's Nagle delay) but,
+ * as in TCP, not the corking behind a write in flight; TCP_CORK holds
+ * partial writes for up to 200 ms, as MSG_MORE does for one send; setting
+ * TCP_NODELAY or clearing TCP_CORK posts what is held.  TCP_MAXSEG reads
+ * what one write can carry and is otherwise ignored, as in rsocket.
+ * Process context.
  */
 #include <linux/in6.h>
 #include <linux/ipv6.h>
@@ -65,10 +69,17 @@ int rstream_setsockopt(struct socket *sock, int level, int optname,
 		err = rstream_set_rdma(rs, optname, val);
 		break;
 	case SOL_TCP:
-		if (optname == TCP_NODELAY)
-			rs->nodelay = !!val;
-		else if (optname != TCP_MAXSEG)
+		if (optname == TCP_NODELAY) {
+			WRITE_ONCE(rs->nodelay, !!val);
+			if (val)
+				rstream_tx_push(rs, true);
+		} else if (optname == TCP_CORK) {
+			rs->cork = !!val;
+			if (!val)
+				rstream_tx_push(rs, true);
+		} else if (optname != TCP_MAXSEG) {
 			err = -ENOPROTOOPT;
+		}
 		break;
 	case SOL_IPV6:
 		if (optname != IPV6_V6ONLY)
@@ -122,6 +133,8 @@ int rstream_getsockopt(struct socket *sock, int level, int optname,
 	case SOL_TCP:
 		if (optname == TCP_NODELAY) {
 			val = rs->nodelay;
+		} else if (optname == TCP_CORK) {
+			val = rs->cork;
 		} else if (optname == TCP_MAXSEG) {
 			val = rs->ring_size ? rs->ring_size / 2 :
 			      READ_ONCE(sk->sk_rcvbuf) / 2;

@@ -10,6 +10,8 @@
 #include <linux/completion.h>
 #include <linux/dma-direction.h>
 #include <linux/scatterlist.h>
+#include <linux/hrtimer.h>
+#include <linux/timer.h>
 #include <linux/sched/signal.h>
 #include <linux/workqueue.h>
 #include <net/sock.h>
@@ -70,14 +72,15 @@ enum {
 	RSTREAM_F_SHUT_SENT,	/* our SHUTDOWN is posted */
 	RSTREAM_F_SHUT_RECV,	/* the peer's SHUTDOWN arrived */
 	RSTREAM_F_TEARDOWN,	/* teardown work queued */
+	RSTREAM_F_UPDATES_HELD,	/* an update is due and waits for a slot */
 };
 
 /* The completion queue's pollers (cq.c), in rstream_sock.cq_state. */
 enum {
 	RSTREAM_CQ_LIVE,	/* the CQ exists and may be polled */
 	RSTREAM_CQ_POLLING,	/* someone polls the CQ: one at a time */
-	RSTREAM_CQ_MISSED,	/* irq_poll found it polled: run it again */
-	RSTREAM_CQ_EVENT,	/* the device signalled since the last poll */
+	RSTREAM_CQ_MISSED,	/* a poller found it polled: run irq_poll again */
+	RSTREAM_CQ_ARMED,	/* armed, and no event since: nothing new in it */
 };
 
 struct rstream_sock {
@@ -91,7 +94,8 @@ struct rstream_sock {
 	u16 inline_size;
 	bool sizes_fixed;	/* SOL_RDMA options refused from now on */
 	int mem_charged;	/* bytes charged to the socket (mem.c) */
-	bool nodelay;		/* TCP_NODELAY: accepted, as by rsocket */
+	bool nodelay;		/* TCP_NODELAY: no cork window (tx.c) */
+	bool cork;		/* TCP_CORK: sends hold partial writes */
 
 	/* Addresses, for getsockname/getpeername. */
 	struct sockaddr_storage local_addr;
@@ -125,6 +129,10 @@ struct rstream_sock {
 	struct irq_poll iop;		/* the CQ's softirq poller (cq.c) */
 	struct ib_wc *wc;		/* one poll's completions */
 	unsigned long cq_state;		/* RSTREAM_CQ_* bits */
+	struct timer_list cq_timer;	/* arms an unarmed CQ left idle */
+	struct hrtimer cork_timer;	/* ends a short cork (cq.c) */
+	unsigned int cq_polls;		/* process polls, for the timer */
+	unsigned int cq_polls_seen;
 	struct ib_qp *qp;
 	struct rstream_buf ring;	/* receive ring, remote write */
 	struct rstream_buf sgl;		/* target SGL array, remote write */
@@ -157,6 +165,10 @@ struct rstream_sock {
 	u64 sbuf_head;			/* bytes copied in, ever */
 	u64 sbuf_sent;			/* of those, posted (the rest corked) */
 	u64 sbuf_tail;			/* bytes whose sends completed */
+	u64 tx_last_send;		/* local_clock() at the last sendmsg's end */
+	u64 tx_rx_mark;			/* rx.written at the last data write */
+	u64 tx_hold_until;		/* MSG_MORE/TCP_CORK hold ends; 0: none */
+	u64 tx_timer_at;		/* when the queued cork timer ends */
 
 	/*
 	 * Serialises who destroys the cm_id and the verbs resources: teardown,
@@ -207,6 +219,31 @@ static inline int rstream_may_wait(long timeo)
 	if (signal_pending(current))
 		return sock_intr_errno(timeo);
 	return 0;
+}
+
+/* rs->lock held: data writes posted whose completions are not handled. */
+static inline u32 rstream_data_inflight(const struct rstream_sock *rs)
+{
+	return rstream_sq_inflight(&rs->sq) - rs->sq_ctrl;
+}
+
+/* rs->lock held: bytes sendmsg copied in and left for a later write. */
+static inline u32 rstream_tx_pending(const struct rstream_sock *rs)
+{
+	return rs->sbuf_head - rs->sbuf_sent;
+}
+
+/* A sleeper, poll, select or epoll on the socket (a full barrier). */
+static inline bool rstream_has_waiter(struct rstream_sock *rs)
+{
+	struct socket_wq *wq;
+	bool sleeper;
+
+	rcu_read_lock();
+	wq = rcu_dereference(rs->sk.sk_wq);
+	sleeper = skwq_has_sleeper(wq);
+	rcu_read_unlock();
+	return sleeper;
 }
 
 static inline u32 rstream_rx_ready(const struct rstream_sock *rs)
@@ -330,6 +367,8 @@ int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 int rstream_cq_create(struct rstream_sock *rs, u32 entries);
 void rstream_cq_destroy(struct rstream_sock *rs);
 void rstream_cq_poll(struct rstream_sock *rs);
+void rstream_cq_arm(struct rstream_sock *rs);
+bool rstream_tx_cork_window(struct rstream_sock *rs, u64 *left);
 
 void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc);
 void rstream_recv_done(struct ib_cq *cq, struct ib_wc *wc);
@@ -337,7 +376,9 @@ int rstream_post_recvs(struct rstream_sock *rs, unsigned int n);
 int rstream_send_ctrl(struct rstream_sock *rs, enum rstream_ctrl ctrl);
 void rstream_tx_updates(struct rstream_sock *rs);
 int rstream_tx_push_locked(struct rstream_sock *rs);
-int rstream_tx_push(struct rstream_sock *rs);
+int rstream_tx_release_locked(struct rstream_sock *rs);
+bool rstream_tx_held(const struct rstream_sock *rs, u64 *left);
+int rstream_tx_push(struct rstream_sock *rs, bool force);
 void rstream_tx_updates_locked(struct rstream_sock *rs);
 bool rstream_tx_writable(struct rstream_sock *rs);
 u32 rstream_tx_unacked(struct rstream_sock *rs);

@@ -69,7 +69,7 @@ static int rstream_rx_imm(struct rstream_sock *rs, u32 imm, __poll_t *events,
 			return -EPROTO;
 		}
 		/* Bytes corked when the peer had taken its credits back. */
-		if (rstream_tx_push_locked(rs)) {
+		if (rstream_tx_release_locked(rs)) {
 			*why = "cannot post a write";
 			return -EIO;
 		}
@@ -183,7 +183,6 @@ int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	bool peek = flags & MSG_PEEK;
 	/* TCP's MSG_TRUNC: the bytes are consumed and thrown away. */
 	bool discard = flags & MSG_TRUNC;
-	bool polled = false;
 	size_t copied = 0, target;
 	long timeo;
 	int err = 0;
@@ -195,10 +194,12 @@ int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	 * A reader about to wait for the peer: what we corked goes now (the
 	 * peer may be waiting for it before it answers).
 	 */
-	rstream_tx_push(rs);
-	/* Bytes the device has placed and no handler has seen yet. */
-	if (!rstream_rx_ready(rs))
-		rstream_cq_poll(rs);
+	rstream_tx_push(rs, false);
+	/*
+	 * Bytes the device has placed and no handler has seen yet, and the
+	 * completions of our writes, which free room and control slots.
+	 */
+	rstream_cq_poll(rs);
 	/*
 	 * A nonblocking read that finds nothing, the common case of a reader
 	 * that polls in a loop, needs neither the sock lock nor rs->lock.
@@ -280,13 +281,12 @@ int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		err = rstream_may_wait(timeo);
 		if (err)
 			break;
-		/* Once before sleeping: what is in the CQ saves a wake-up. */
-		if (!polled) {
-			polled = true;
-			rstream_cq_poll(rs);
-			continue;
-		}
 		add_wait_queue(sk_sleep(sk), &wait);
+		/*
+		 * A waiter now: this poll arms the CQ, and what it finds in
+		 * it may spare the sleep (the condition is tested first).
+		 */
+		rstream_cq_poll(rs);
 		sk_wait_event(sk, &timeo, rstream_rx_ready(rs) >
 			      (peek ? copied : 0) || sk->sk_err ||
 			      rstream_rx_eof(rs), &wait);
@@ -294,6 +294,9 @@ int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	}
 out:
 	release_sock(sk);
+	/* A grant or credit update waits for a control write to complete. */
+	if (test_bit(RSTREAM_F_UPDATES_HELD, &rs->flags))
+		rstream_cq_arm(rs);
 	if (copied)
 		return copied;
 	return err;

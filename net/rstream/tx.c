@@ -11,6 +11,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/sched/clock.h>
 #include <linux/sched/signal.h>
 #include <linux/uio.h>
 #include <net/tcp_states.h>
@@ -22,6 +23,10 @@
 #define RSTREAM_MAX_CHUNK	65536
 /* rsocket's RS_SNDLOWAT: do not wake a writer for less room than this. */
 #define RSTREAM_SNDLOWAT	2048
+/* How long small sends in a stream may gather for the next ones. */
+#define RSTREAM_CORK_NS		(50 * NSEC_PER_USEC)
+/* How long MSG_MORE and TCP_CORK may hold bytes: TCP's ceiling, 200 ms. */
+#define RSTREAM_HOLD_NS		(200 * NSEC_PER_MSEC)
 
 void rstream_wake(struct sock *sk, __poll_t events)
 {
@@ -53,18 +58,6 @@ u32 rstream_tx_unacked(struct rstream_sock *rs)
 	return n;
 }
 
-/* rs->lock held: data writes posted and not yet completed. */
-static u32 rstream_data_inflight(const struct rstream_sock *rs)
-{
-	return rstream_sq_inflight(&rs->sq) - rs->sq_ctrl;
-}
-
-/* rs->lock held: bytes sendmsg copied in and left for a later write. */
-static u32 rstream_tx_pending(const struct rstream_sock *rs)
-{
-	return rs->sbuf_head - rs->sbuf_sent;
-}
-
 /* rs->lock held.  Data leaves RSTREAM_CTRL_SLOTS entries to control. */
 static bool rstream_sq_room(const struct rstream_sock *rs, bool ctrl)
 {
@@ -80,6 +73,8 @@ static bool rstream_can_post(const struct rstream_sock *rs)
 	return test_bit(RSTREAM_F_CONNECTED, &rs->flags) &&
 	       !test_bit(RSTREAM_F_DEAD, &rs->flags);
 }
+
+static int rstream_tx_after_write_locked(struct rstream_sock *rs);
 
 /* rs->lock held: post one work request and account for its slot. */
 static int rstream_post(struct rstream_sock *rs, struct ib_rdma_wr *wr,
@@ -131,8 +126,15 @@ void rstream_tx_updates_locked(struct rstream_sock *rs)
 		u32 grant_off = 0;
 		u16 seq;
 
-		if (kind == RSTREAM_RX_NONE || !rstream_sq_room(rs, true))
+		if (kind == RSTREAM_RX_NONE) {
+			clear_bit(RSTREAM_F_UPDATES_HELD, &rs->flags);
 			return;
+		}
+		/* A control write's completion frees a slot (cq.c). */
+		if (!rstream_sq_room(rs, true)) {
+			set_bit(RSTREAM_F_UPDATES_HELD, &rs->flags);
+			return;
+		}
 		seq = rstream_rx_update_sent(&rs->rx, kind, &grant_off);
 		wr.wr.opcode = IB_WR_RDMA_WRITE_WITH_IMM;
 		wr.wr.ex.imm_data = cpu_to_be32(rstream_imm(RSTREAM_OP_SGL, seq));
@@ -207,10 +209,14 @@ int rstream_send_ctrl(struct rstream_sock *rs, enum rstream_ctrl ctrl)
 			}
 			err = rstream_post(rs, &wr, true, true);
 			spin_unlock_bh(&rs->lock);
+			/* Its completion ends a teardown's wait (conn.c). */
+			rstream_cq_arm(rs);
 			return err;
 		}
 		stuck = rstream_tx_pending(rs) != 0;
 		spin_unlock_bh(&rs->lock);
+		/* The slot, or the credit, comes with a completion. */
+		rstream_cq_poll(rs);
 		if (time_after(jiffies, deadline)) {
 			/*
 			 * Our bytes were copied within the credits the peer
@@ -254,7 +260,7 @@ void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc)
 		complete_all(&rs->disc_done);
 	rstream_tx_updates_locked(rs);
 	/* What sendmsg corked behind the writes that just finished. */
-	if (rstream_tx_pending(rs) && rstream_tx_push_locked(rs))
+	if (rstream_tx_pending(rs) && rstream_tx_after_write_locked(rs))
 		rstream_conn_reset(rs, ECONNRESET, "cannot post a write");
 	spin_unlock(&rs->lock);
 	rstream_wake(&rs->sk, EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
@@ -367,14 +373,18 @@ static int rstream_post_data(struct rstream_sock *rs, u32 len)
 
 	/* Read without rs->lock by rstream_tx_push(). */
 	WRITE_ONCE(rs->sbuf_sent, rs->sbuf_sent + len);
+	/* For rstream_tx_cork_window(). */
+	rs->tx_rx_mark = rs->rx.written;
+	/* Nothing is left corked: a hold ends with the bytes it held. */
+	rs->tx_hold_until = 0;
 	rstream_tx_consume(&rs->tx, len);
 	return rstream_post(rs, &wr, false, true);
 }
 
 /*
- * rs->lock held: post the corked bytes.  They were copied within the room
- * rstream_tx_room() gave, so the grant is there; when the send queue is
- * full, a write is in flight whose completion calls again.
+ * rs->lock held: post the corked bytes, held or not.  They were copied
+ * within the room rstream_tx_room() gave, so the grant is there; when the
+ * send queue is full, a write is in flight whose completion calls again.
  */
 int rstream_tx_push_locked(struct rstream_sock *rs)
 {
@@ -382,6 +392,8 @@ int rstream_tx_push_locked(struct rstream_sock *rs)
 
 	if (!pending || !rstream_can_post(rs))
 		return 0;
+	/* Forced: a hold ends here even if the bytes must wait for room. */
+	rs->tx_hold_until = 0;
 	/*
 	 * The peer has said it reads no more (its DISCONNECT): what is
 	 * corked is lost, as bytes a TCP peer never read; a write now would
@@ -403,37 +415,162 @@ int rstream_tx_push_locked(struct rstream_sock *rs)
 }
 
 /*
- * rs->lock held, after copying in: cork the bytes (leave them for the
- * next completion to post, with whatever follows) or post them now.
- * Like TCP's autocorking: small writes wait only while an earlier write
- * of ours is still in flight, whose completion is already on its way, so
- * a sender that waits for each reply loses nothing (and recvmsg and poll
- * post what is corked), and a stream of small sends becomes a few large
- * writes.
+ * rs->lock held: whether MSG_MORE or TCP_CORK holds the corked bytes, and
+ * for how much longer (*left, in ns).  Held bytes go out when a send
+ * without either fills them in, when TCP_CORK is cleared or TCP_NODELAY
+ * set, when they fill a write, when a writer needs their room, or after
+ * RSTREAM_HOLD_NS (the cork timer, cq.c); not because the peer's credit
+ * came back or a write completed, nor for a reader, as TCP holds them.
  */
-static int rstream_tx_flush_or_cork(struct rstream_sock *rs)
+bool rstream_tx_held(const struct rstream_sock *rs, u64 *left)
 {
-	u32 pending = rstream_tx_pending(rs);
+	s64 rest;
 
-	if (rstream_data_inflight(rs) && pending < RSTREAM_MAX_CHUNK &&
-	    pending < rs->tx.sge_left && rstream_tx_has_credit(&rs->tx))
+	/* Nothing is held on a connection that can post no more. */
+	if (!rs->tx_hold_until || !rstream_can_post(rs))
+		return false;
+	rest = rs->tx_hold_until - local_clock();
+	if (rest <= 0)
+		return false;
+	*left = rest;
+	return true;
+}
+
+/* rs->lock held: post the corked bytes unless they are held. */
+int rstream_tx_release_locked(struct rstream_sock *rs)
+{
+	u64 left;
+
+	if (rstream_tx_held(rs, &left))
 		return 0;
 	return rstream_tx_push_locked(rs);
 }
 
 /*
- * Post what is corked now: the caller is about to wait for the peer.
- * Corked bytes always have a write in flight ahead of them whose
- * completion posts them, so this only saves time: the unlocked look
- * may miss bytes corked a moment ago.  Process context.
+ * rs->lock held, the connection able to post: the cork timer posts the
+ * corked bytes in @ns, or sooner if it is already due sooner.  Started
+ * here, under rs->lock after rstream_can_post(), it cannot start after
+ * the teardown's cancel, which follows setting RSTREAM_F_DEAD under
+ * rs->lock (conn.c).  A hold it finds at its end starts it again (cq.c).
  */
-int rstream_tx_push(struct rstream_sock *rs)
+static void rstream_tx_cork_timer(struct rstream_sock *rs, u64 ns)
+{
+	u64 at = local_clock() + ns;
+
+	if (hrtimer_is_queued(&rs->cork_timer) &&
+	    (s64)(at - rs->tx_timer_at) >= 0)
+		return;
+	rs->tx_timer_at = at;
+	hrtimer_start(&rs->cork_timer, ns_to_ktime(ns), HRTIMER_MODE_REL_SOFT);
+}
+
+/*
+ * rs->lock held: whether small sends may wait for the next ones although
+ * no write of ours is in flight, and for how long (*left, in ns): sends
+ * that come less than RSTREAM_CORK_NS apart, to a peer that has sent
+ * nothing since our last data write (it is not waiting for these bytes to
+ * answer them), with nobody waiting on the socket, gather for up to that
+ * long.  A device that completes writes at once (6.1's soft-RoCE completes
+ * a kernel QP's by the time the poster enables BHs again, from a tasklet)
+ * would otherwise take one write per send;
+ * a sender that pauses longer between sends loses nothing.
+ * local_clock(): ktime_get() reads the HPET where the TSC is not trusted
+ * (as in TCG guests), an MMIO access per send.
+ */
+bool rstream_tx_cork_window(struct rstream_sock *rs, u64 *left)
+{
+	u64 gap = local_clock() - READ_ONCE(rs->tx_last_send);
+
+	if (READ_ONCE(rs->nodelay) || gap >= RSTREAM_CORK_NS ||
+	    rs->rx.written != rs->tx_rx_mark || rstream_has_waiter(rs))
+		return false;
+	*left = RSTREAM_CORK_NS;
+	return true;
+}
+
+/*
+ * rs->lock held, a write of ours just completed (rstream_send_done()):
+ * post what was corked behind it, unless a hold keeps it, or it belongs to
+ * a stream of sends that may gather a little longer (the window's timer
+ * posts it then).  On 6.1's soft-RoCE the write ahead has usually
+ * completed by the next send, only not yet been handled: without this,
+ * every send would find it "in flight" and go out alone with its
+ * completion, a write per send.
+ */
+static int rstream_tx_after_write_locked(struct rstream_sock *rs)
+{
+	u64 left;
+
+	if (rstream_tx_held(rs, &left))
+		return 0;
+	if (rstream_can_post(rs) && rstream_tx_cork_window(rs, &left)) {
+		rstream_tx_cork_timer(rs, left);
+		return 0;
+	}
+	return rstream_tx_push_locked(rs);
+}
+
+/*
+ * rs->lock held, after copying in: cork the bytes (leave them for later,
+ * with whatever follows) or post them now.  Like TCP's autocorking, small
+ * sends wait while an earlier write of ours is in flight: its completion
+ * posts them (cq.c).  They also wait, briefly, in a stream of sends that
+ * nobody waits for (rstream_tx_cork_window(); not with TCP_NODELAY).  A
+ * sender that waits for each reply loses nothing: recvmsg and poll post
+ * what is corked, and so does a waiter's arming of the CQ.  With @more
+ * (MSG_MORE or TCP_CORK) they are held for what follows, up to
+ * RSTREAM_HOLD_NS (rstream_tx_held()).  A full write goes out in any case.
+ */
+static int rstream_tx_flush_or_cork(struct rstream_sock *rs, bool more,
+				    bool *behind)
+{
+	u32 pending = rstream_tx_pending(rs);
+	u64 left;
+
+	if (pending < RSTREAM_MAX_CHUNK && pending < rs->tx.sge_left &&
+	    rstream_tx_has_credit(&rs->tx)) {
+		if (more) {
+			if (!rs->tx_hold_until)
+				rs->tx_hold_until = local_clock() +
+						    RSTREAM_HOLD_NS;
+			/* Completions do not post held bytes: the timer does. */
+			if (rstream_tx_held(rs, &left))
+				rstream_tx_cork_timer(rs, left);
+			return 0;
+		}
+		if (rs->tx_hold_until) {
+			/* The last of them: the hold's timer has no work. */
+			rs->tx_hold_until = 0;
+			hrtimer_try_to_cancel(&rs->cork_timer);
+		}
+		/* The write ahead's completion posts them (cq.c). */
+		if (rstream_data_inflight(rs)) {
+			*behind = true;
+			return 0;
+		}
+		if (rstream_tx_cork_window(rs, &left)) {
+			rstream_tx_cork_timer(rs, left);
+			return 0;
+		}
+	}
+	return rstream_tx_push_locked(rs);
+}
+
+/*
+ * Post what is corked now: the caller is about to wait for the peer, or
+ * (@force) for room those bytes take, or TCP_CORK was cleared.  Corked
+ * bytes always have a write in flight ahead of them or a timer whose end
+ * posts them, so this only saves time: the unlocked look may miss bytes
+ * corked a moment ago.  Process context.
+ */
+int rstream_tx_push(struct rstream_sock *rs, bool force)
 {
 	int err = 0;
 
 	if (READ_ONCE(rs->sbuf_head) != READ_ONCE(rs->sbuf_sent)) {
 		spin_lock_bh(&rs->lock);
-		err = rstream_tx_push_locked(rs);
+		err = force ? rstream_tx_push_locked(rs) :
+			      rstream_tx_release_locked(rs);
 		spin_unlock_bh(&rs->lock);
 		if (err)
 			rstream_conn_reset(rs, ECONNRESET, "cannot post a write");
@@ -464,7 +601,7 @@ int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	struct rstream_sock *rs = rstream_sk(sk);
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
 	int flags = msg->msg_flags;
-	bool polled = false;
+	bool polled = false, behind = false, more;
 	size_t copied = 0;
 	long timeo;
 	int err = 0;
@@ -473,6 +610,7 @@ int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		return -EOPNOTSUPP;
 
 	lock_sock(sk);
+	more = (flags & MSG_MORE) || rs->cork;
 	timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
 	/* A blocking send on a connection still being set up waits for it. */
 	while (sk->sk_state == TCP_SYN_SENT || sk->sk_state == TCP_SYN_RECV) {
@@ -510,7 +648,7 @@ int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 
 		if (!len) {
 			/* Nothing may stay corked while the writer waits. */
-			err = rstream_tx_push(rs);
+			err = rstream_tx_push(rs, true);
 			if (err) {
 				err = -EPIPE;
 				break;
@@ -519,6 +657,8 @@ int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			if (err)
 				break;
 			add_wait_queue(sk_sleep(sk), &wait);
+			/* A waiter now: the CQ is armed for the room. */
+			rstream_cq_poll(rs);
 			sk_wait_event(sk, &timeo, rstream_tx_error(rs) ||
 				      rstream_tx_writable(rs), &wait);
 			remove_wait_queue(sk_sleep(sk), &wait);
@@ -545,7 +685,7 @@ int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			continue;
 		} else {
 			WRITE_ONCE(rs->sbuf_head, rs->sbuf_head + len);
-			err = rstream_tx_flush_or_cork(rs);
+			err = rstream_tx_flush_or_cork(rs, more, &behind);
 		}
 		spin_unlock_bh(&rs->lock);
 		if (err) {
@@ -557,6 +697,16 @@ int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		}
 		copied += len;
 	}
+	/*
+	 * Bytes corked behind a write in flight go out with its completion:
+	 * handle what the CQ holds now (it may have completed already), and
+	 * arm it for the rest.
+	 */
+	if (behind && READ_ONCE(rs->sbuf_head) != READ_ONCE(rs->sbuf_sent))
+		rstream_cq_poll(rs);
+	/* Sends that follow within RSTREAM_CORK_NS are a stream. */
+	if (copied)
+		WRITE_ONCE(rs->tx_last_send, local_clock());
 out:
 	release_sock(sk);
 	if (copied)

@@ -31,7 +31,9 @@
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/select.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -2194,6 +2196,152 @@ TEST_F(conn, siocoutq_drains)
 	EXPECT_EQ(0, wait_ioctl(self->c, SIOCOUTQ, 0));
 	EXPECT_EQ(10000, wait_ioctl(self->s, FIONREAD, 10000));
 	recv_pat(_metadata, self->s, sizeof(buf), 15);
+}
+
+/*
+ * MSG_MORE and TCP_CORK hold a partial write for what follows, as TCP
+ * holds a partial segment: the peer sees nothing until a send without
+ * MSG_MORE, TCP_CORK cleared, TCP_NODELAY set, or 200 ms have passed
+ * (TCP's ceiling).  Each variant holds "abc" one way and ends the hold
+ * one way; the bytes must not arrive before the ceiling unless released,
+ * and must arrive well before it when released.
+ */
+enum hold_by { HOLD_MSG_MORE, HOLD_TCP_CORK };
+enum release_by { RELEASE_NONE, RELEASE_SEND, RELEASE_UNCORK,
+		  RELEASE_NODELAY };
+
+FIXTURE(hold) {
+	int l, c, s;
+};
+
+FIXTURE_VARIANT(hold) {
+	enum hold_by hold;
+	enum release_by release;
+	const char *expect;
+};
+
+FIXTURE_VARIANT_ADD(hold, msg_more_then_plain_send) {
+	.hold = HOLD_MSG_MORE, .release = RELEASE_SEND, .expect = "abcdef",
+};
+
+FIXTURE_VARIANT_ADD(hold, msg_more_then_nodelay) {
+	.hold = HOLD_MSG_MORE, .release = RELEASE_NODELAY, .expect = "abc",
+};
+
+FIXTURE_VARIANT_ADD(hold, msg_more_until_ceiling) {
+	.hold = HOLD_MSG_MORE, .release = RELEASE_NONE, .expect = "abc",
+};
+
+FIXTURE_VARIANT_ADD(hold, tcp_cork_then_uncork) {
+	.hold = HOLD_TCP_CORK, .release = RELEASE_UNCORK, .expect = "abcdef",
+};
+
+FIXTURE_VARIANT_ADD(hold, tcp_cork_then_nodelay) {
+	.hold = HOLD_TCP_CORK, .release = RELEASE_NODELAY, .expect = "abcdef",
+};
+
+FIXTURE_VARIANT_ADD(hold, tcp_cork_until_ceiling) {
+	.hold = HOLD_TCP_CORK, .release = RELEASE_NONE, .expect = "abcdef",
+};
+
+FIXTURE_SETUP(hold)
+{
+	guard_init();
+	self->l = -1;
+	self->c = -1;
+	self->s = -1;
+	make_pair(_metadata, AF_INET, 0, &self->l, &self->c, &self->s);
+}
+
+FIXTURE_TEARDOWN(hold)
+{
+	close_fd(&self->s);
+	close_fd(&self->c);
+	close_fd(&self->l);
+}
+
+#define HOLD_CEILING_MS	190	/* 200 ms, less the clocks' rounding */
+
+TEST_F(hold, partial_write_waits)
+{
+	struct pollfd p = { .fd = self->s, .events = POLLIN };
+	long long t0, t1;
+	int r;
+
+	EXPECT_EQ(0, int_opt(self->c, SOL_TCP, TCP_CORK));
+	EXPECT_EQ(0, int_opt(self->c, SOL_TCP, TCP_NODELAY));
+	t0 = now_ms();
+	if (variant->hold == HOLD_MSG_MORE) {
+		ASSERT_EQ(3, GUARDED(send(self->c, "abc", 3, MSG_MORE)));
+	} else {
+		ASSERT_EQ(0, set_int(self->c, SOL_TCP, TCP_CORK, 1));
+		EXPECT_EQ(1, int_opt(self->c, SOL_TCP, TCP_CORK));
+		put(_metadata, self->c, "abc");
+		put(_metadata, self->c, "def");
+	}
+
+	r = GUARDED(poll(&p, 1, variant->release ? 60 : PROMPT_MS));
+	t1 = now_ms();
+	if (r == 1)
+		ASSERT_LE(t0 + HOLD_CEILING_MS, t1)
+			TH_LOG("held bytes arrived after %lld ms", t1 - t0);
+	if (variant->release == RELEASE_NONE)
+		ASSERT_EQ(1, r) TH_LOG("nothing after %lld ms", t1 - t0);
+
+	switch (variant->release) {
+	case RELEASE_SEND:
+		put(_metadata, self->c, "def");
+		break;
+	case RELEASE_UNCORK:
+		ASSERT_EQ(0, set_int(self->c, SOL_TCP, TCP_CORK, 0));
+		break;
+	case RELEASE_NODELAY:
+		ASSERT_EQ(0, set_int(self->c, SOL_TCP, TCP_NODELAY, 1));
+		EXPECT_EQ(1, int_opt(self->c, SOL_TCP, TCP_NODELAY));
+		break;
+	case RELEASE_NONE:
+		break;
+	}
+	expect(_metadata, self->s, variant->expect);
+	/* Released in time to tell a release from the ceiling. */
+	if (variant->release && t1 < t0 + 120)
+		EXPECT_GT(t0 + HOLD_CEILING_MS, now_ms())
+			TH_LOG("released bytes waited for the ceiling");
+
+	/* The hold is over: the next send goes out alone. */
+	if (variant->hold == HOLD_TCP_CORK &&
+	    variant->release != RELEASE_UNCORK)
+		ASSERT_EQ(0, set_int(self->c, SOL_TCP, TCP_CORK, 0));
+	t0 = now_ms();
+	put(_metadata, self->c, "g");
+	expect(_metadata, self->s, "g");
+	EXPECT_GT(t0 + HOLD_CEILING_MS, now_ms());
+}
+
+/*
+ * sendfile() with a count beyond the file's end: its last send says
+ * MSG_MORE for bytes that never come, and the end of its input
+ * (.splice_eof) must post them, as TCP does, not leave them to the 200 ms
+ * ceiling.
+ */
+TEST_F(conn, sendfile_past_eof_not_held)
+{
+	char buf[1000];
+	long long t0;
+	off_t off = 0;
+	int f;
+
+	f = memfd_create("rstream_sendfile", 0);
+	ASSERT_LE(0, f);
+	fill(buf, sizeof(buf), 0, 21);
+	ASSERT_EQ((ssize_t)sizeof(buf), write(f, buf, sizeof(buf)));
+	t0 = now_ms();
+	ASSERT_EQ((ssize_t)sizeof(buf),
+		  GUARDED(sendfile(self->c, f, &off, 4 * sizeof(buf))));
+	recv_pat(_metadata, self->s, sizeof(buf), 21);
+	EXPECT_GT(t0 + HOLD_CEILING_MS, now_ms())
+		TH_LOG("the end of the file waited for the ceiling");
+	close(f);
 }
 
 /* FIONBIO switches O_NONBLOCK on and off. */
