@@ -92,8 +92,8 @@ small_sends_share_writes() {
 # irq_poll softirq and (on 6.12's soft-RoCE, which signals from a work
 # item) no wake-up of ksoftirqd (cq.c).  rstream(1)'s ping-pong, 1,000
 # round trips of 64 bytes each way: before, about two softirqs a message
-# (its write's completion and its receipt); now a handful in all, for the
-# set-up and the teardown.
+# (its write's completion and its receipt, 3541 on 6.12); now a handful
+# in all, for the set-up and the teardown (9 to 13 on the stock kernels).
 irq_poll_softirqs() {
 	awk '$1 == "IRQ_POLL:" { n = 0; for (i = 2; i <= NF; i++) n += $i; print n }' /proc/softirqs
 }
@@ -113,7 +113,9 @@ polling_reader_raises_no_softirqs() {
 	wait $server || die "server: $(cat /tmp/polling_reader.server)"
 	echo "$out" | tail -n 1
 	echo "$n irq_poll softirqs for 2000 messages"
-	[ "$n" -lt 200 ] || die "$n irq_poll softirqs for 2000 messages: an event each"
+	# The debug kernel is slow enough for the backstop timer to fire
+	# now and then (141 seen); an event per message is thousands.
+	[ "$n" -lt 500 ] || die "$n irq_poll softirqs for 2000 messages: an event each"
 }
 
 both_directions() { xfer "$ADDR4" 20151 30 -s 65536 -n 64 -d; }
