@@ -319,7 +319,7 @@ void rstream_conn_destroy(struct rstream_sock *rs)
 	if (rs->qp) {
 		if (test_and_clear_bit(RSTREAM_F_QP_LIVE, &rs->flags)) {
 			/* The drain waits for its marker's completion. */
-			rstream_cq_arm(rs);
+			rstream_cq_poll(rs);
 			ib_drain_qp(rs->qp);
 		}
 		ib_destroy_qp(rs->qp);

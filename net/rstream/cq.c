@@ -270,8 +270,7 @@ static enum hrtimer_restart rstream_cq_cork_end(struct hrtimer *t)
 
 	spin_lock(&rs->lock);
 	if (rstream_tx_held(rs, &left)) {
-		rs->tx_timer_at = local_clock() + left;
-		hrtimer_start(t, ns_to_ktime(left), HRTIMER_MODE_REL_SOFT);
+		rstream_tx_cork_timer(rs, left);
 		spin_unlock(&rs->lock);
 		return HRTIMER_NORESTART;
 	}
@@ -285,7 +284,9 @@ static enum hrtimer_restart rstream_cq_cork_end(struct hrtimer *t)
 
 /*
  * Handle what the completion queue holds now, then arm it if anyone
- * needs its events (a waiter calls this after joining the wait queue).
+ * needs its events: a waiter calls this after joining the wait queue, and
+ * a sender of a control message or a teardown after setting the state
+ * that wants them, so that what they wait for comes without a poll.
  * Process context, no spinlock held; the connection may be going away
  * (RSTREAM_CQ_LIVE says whether the CQ is still there).
  */
@@ -345,26 +346,6 @@ int rstream_cq_create(struct rstream_sock *rs, u32 entries)
 	smp_mb__before_atomic();
 	set_bit(RSTREAM_CQ_LIVE, &rs->cq_state);
 	return ib_req_notify_cq(cq, IB_CQ_NEXT_COMP);
-}
-
-/*
- * Process context: make sure the CQ's completions are handled from now on
- * without a process polling, for a teardown or drain that waits on them.
- */
-void rstream_cq_arm(struct rstream_sock *rs)
-{
-	/* What wants events set before ARMED is read, as in rstream_cq_poll(). */
-	smp_mb();
-	if (test_bit(RSTREAM_CQ_ARMED, &rs->cq_state))
-		return;
-	local_bh_disable();
-	if (rstream_cq_claim(rs)) {
-		rstream_cq_settle(rs);
-		rstream_cq_release(rs);
-	} else {
-		rstream_cq_missed(rs);
-	}
-	local_bh_enable();
 }
 
 /*

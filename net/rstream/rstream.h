@@ -367,7 +367,6 @@ int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 int rstream_cq_create(struct rstream_sock *rs, u32 entries);
 void rstream_cq_destroy(struct rstream_sock *rs);
 void rstream_cq_poll(struct rstream_sock *rs);
-void rstream_cq_arm(struct rstream_sock *rs);
 bool rstream_tx_cork_window(struct rstream_sock *rs, u64 *left);
 
 void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc);
@@ -378,6 +377,7 @@ void rstream_tx_updates(struct rstream_sock *rs);
 int rstream_tx_push_locked(struct rstream_sock *rs);
 int rstream_tx_release_locked(struct rstream_sock *rs);
 bool rstream_tx_held(const struct rstream_sock *rs, u64 *left);
+void rstream_tx_cork_timer(struct rstream_sock *rs, u64 ns);
 int rstream_tx_push(struct rstream_sock *rs, bool force);
 void rstream_tx_updates_locked(struct rstream_sock *rs);
 bool rstream_tx_writable(struct rstream_sock *rs);

@@ -296,7 +296,7 @@ out:
 	release_sock(sk);
 	/* A grant or credit update waits for a control write to complete. */
 	if (test_bit(RSTREAM_F_UPDATES_HELD, &rs->flags))
-		rstream_cq_arm(rs);
+		rstream_cq_poll(rs);
 	if (copied)
 		return copied;
 	return err;

@@ -210,7 +210,7 @@ int rstream_send_ctrl(struct rstream_sock *rs, enum rstream_ctrl ctrl)
 			err = rstream_post(rs, &wr, true, true);
 			spin_unlock_bh(&rs->lock);
 			/* Its completion ends a teardown's wait (conn.c). */
-			rstream_cq_arm(rs);
+			rstream_cq_poll(rs);
 			return err;
 		}
 		stuck = rstream_tx_pending(rs) != 0;
@@ -375,8 +375,6 @@ static int rstream_post_data(struct rstream_sock *rs, u32 len)
 	WRITE_ONCE(rs->sbuf_sent, rs->sbuf_sent + len);
 	/* For rstream_tx_cork_window(). */
 	rs->tx_rx_mark = rs->rx.written;
-	/* Nothing is left corked: a hold ends with the bytes it held. */
-	rs->tx_hold_until = 0;
 	rstream_tx_consume(&rs->tx, len);
 	return rstream_post(rs, &wr, false, true);
 }
@@ -453,7 +451,7 @@ int rstream_tx_release_locked(struct rstream_sock *rs)
  * the teardown's cancel, which follows setting RSTREAM_F_DEAD under
  * rs->lock (conn.c).  A hold it finds at its end starts it again (cq.c).
  */
-static void rstream_tx_cork_timer(struct rstream_sock *rs, u64 ns)
+void rstream_tx_cork_timer(struct rstream_sock *rs, u64 ns)
 {
 	u64 at = local_clock() + ns;
 
