@@ -1478,24 +1478,36 @@ TEST_F(addr, listener_close_ends_pending_connections)
  * The connected pair: client c, accepted s, over IPv4.
  */
 
+/* Fixtures of one connected IPv4 pair: listener, client, server. */
+static void pair_open(struct __test_metadata *_metadata, int buf, int *l,
+		      int *c, int *s)
+{
+	guard_init();
+	*l = -1;
+	*c = -1;
+	*s = -1;
+	make_pair(_metadata, AF_INET, buf, l, c, s);
+}
+
+static void pair_close(int *l, int *c, int *s)
+{
+	close_fd(s);
+	close_fd(c);
+	close_fd(l);
+}
+
 FIXTURE(conn) {
 	int l, c, s;
 };
 
 FIXTURE_SETUP(conn)
 {
-	guard_init();
-	self->l = -1;
-	self->c = -1;
-	self->s = -1;
-	make_pair(_metadata, AF_INET, 0, &self->l, &self->c, &self->s);
+	pair_open(_metadata, 0, &self->l, &self->c, &self->s);
 }
 
 FIXTURE_TEARDOWN(conn)
 {
-	close_fd(&self->s);
-	close_fd(&self->c);
-	close_fd(&self->l);
+	pair_close(&self->l, &self->c, &self->s);
 }
 
 /* Both ways, in sequence, through the same data path as for TCP. */
@@ -2246,18 +2258,12 @@ FIXTURE_VARIANT_ADD(hold, tcp_cork_until_ceiling) {
 
 FIXTURE_SETUP(hold)
 {
-	guard_init();
-	self->l = -1;
-	self->c = -1;
-	self->s = -1;
-	make_pair(_metadata, AF_INET, 0, &self->l, &self->c, &self->s);
+	pair_open(_metadata, 0, &self->l, &self->c, &self->s);
 }
 
 FIXTURE_TEARDOWN(hold)
 {
-	close_fd(&self->s);
-	close_fd(&self->c);
-	close_fd(&self->l);
+	pair_close(&self->l, &self->c, &self->s);
 }
 
 #define HOLD_CEILING_MS	190	/* 200 ms, less the clocks' rounding */
@@ -2583,18 +2589,12 @@ FIXTURE(small) {
 
 FIXTURE_SETUP(small)
 {
-	guard_init();
-	self->l = -1;
-	self->c = -1;
-	self->s = -1;
-	make_pair(_metadata, AF_INET, 4096, &self->l, &self->c, &self->s);
+	pair_open(_metadata, 4096, &self->l, &self->c, &self->s);
 }
 
 FIXTURE_TEARDOWN(small)
 {
-	close_fd(&self->s);
-	close_fd(&self->c);
-	close_fd(&self->l);
+	pair_close(&self->l, &self->c, &self->s);
 }
 
 /* A peer that reads nothing: a partial send, then EAGAIN; nothing lost. */
