@@ -12,8 +12,10 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/highmem.h>
 #include <linux/mm.h>
 #include <linux/slab.h>
+#include <linux/uio.h>
 #include <linux/vmalloc.h>
 #include <rdma/ib_verbs.h>
 
@@ -189,6 +191,14 @@ static void rstream_buf_sync(struct rstream_buf *buf, size_t off, size_t len,
 	size_t pos = 0;
 	unsigned int i;
 
+	/*
+	 * Not mapped (any more): nothing to sync, and the device may be
+	 * gone.  Software devices (rxe, siw) reach the memory by its kernel
+	 * address: nothing to sync either, and no reason to walk the table
+	 * for it on every message.
+	 */
+	if (!buf->dma_nents || ib_uses_virt_dma(buf->ibdev))
+		return;
 	for_each_sgtable_dma_sg(&buf->sgt, sg, i) {
 		size_t slen = sg_dma_len(sg), from, n;
 
@@ -219,4 +229,60 @@ void rstream_buf_sync_for_device(struct rstream_buf *buf, size_t off,
 				 size_t len)
 {
 	rstream_buf_sync(buf, off, len, false);
+}
+
+/* The page that holds byte @off of the buffer. */
+static struct page *rstream_buf_page(const struct rstream_buf *buf, size_t off)
+{
+	size_t chunk = off >> (PAGE_SHIFT + buf->order);
+
+	return buf->chunks[chunk] +
+	       ((off >> PAGE_SHIFT) & ((1U << buf->order) - 1));
+}
+
+/*
+ * Copy @len bytes between @iter and the buffer at @off (not wrapping), a
+ * page at a time through the page's own (direct map) address.  The same
+ * copy through the vmap() address would have hardened usercopy look the
+ * address up among all vmap areas, under their global lock, on every send
+ * and every receive; for a page of the direct map the check is a lookup
+ * of its struct page.  Not copy_page_to_iter(): given a pipe's iterator
+ * (splice on 6.1) it lends the page to the pipe instead of copying it,
+ * and the ring's pages are written again by the peer.  Returns the bytes
+ * copied.  Process context, sock lock held.
+ */
+static size_t rstream_buf_copy(struct rstream_buf *buf, size_t off,
+			       size_t len, struct iov_iter *iter, bool to_buf)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		size_t pos = off + done;
+		size_t in_page = offset_in_page(pos);
+		size_t n = min_t(size_t, len - done, PAGE_SIZE - in_page);
+		void *kaddr = kmap_local_page(rstream_buf_page(buf, pos));
+		size_t c;
+
+		if (to_buf)
+			c = copy_from_iter(kaddr + in_page, n, iter);
+		else
+			c = copy_to_iter(kaddr + in_page, n, iter);
+		kunmap_local(kaddr);
+		done += c;
+		if (c != n)
+			break;
+	}
+	return done;
+}
+
+size_t rstream_buf_copy_from_iter(struct rstream_buf *buf, size_t off,
+				  size_t len, struct iov_iter *from)
+{
+	return rstream_buf_copy(buf, off, len, from, true);
+}
+
+size_t rstream_buf_copy_to_iter(struct rstream_buf *buf, size_t off,
+				size_t len, struct iov_iter *to)
+{
+	return rstream_buf_copy(buf, off, len, to, false);
 }

@@ -149,13 +149,13 @@ static int rstream_ring_copy(struct rstream_sock *rs, u64 pos, size_t len,
 
 	if (discard)
 		return 0;
-	if (copy_to_iter(rs->ring.vaddr + off, first, &msg->msg_iter) != first)
+	if (rstream_buf_copy_to_iter(&rs->ring, off, first,
+				     &msg->msg_iter) != first)
 		return -EFAULT;
-	if (len > first) {
-		if (copy_to_iter(rs->ring.vaddr, len - first,
-				 &msg->msg_iter) != len - first)
-			return -EFAULT;
-	}
+	if (len > first &&
+	    rstream_buf_copy_to_iter(&rs->ring, 0, len - first,
+				     &msg->msg_iter) != len - first)
+		return -EFAULT;
 	return 0;
 }
 

@@ -328,9 +328,10 @@ static size_t rstream_sbuf_fill(struct rstream_sock *rs, u64 pos, size_t len,
 	size_t first = min_t(size_t, len, rs->sbuf_size - off);
 	size_t n;
 
-	n = copy_from_iter(rs->sbuf.vaddr + off, first, from);
+	n = rstream_buf_copy_from_iter(&rs->sbuf, off, first, from);
 	if (n == first && len > first)
-		n += copy_from_iter(rs->sbuf.vaddr, len - first, from);
+		n += rstream_buf_copy_from_iter(&rs->sbuf, 0, len - first,
+						from);
 	return n;
 }
 
