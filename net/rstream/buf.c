@@ -12,7 +12,6 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/highmem.h>
 #include <linux/mm.h>
 #include <linux/slab.h>
 #include <linux/uio.h>
@@ -231,58 +230,51 @@ void rstream_buf_sync_for_device(struct rstream_buf *buf, size_t off,
 	rstream_buf_sync(buf, off, len, false);
 }
 
-/* The page that holds byte @off of the buffer. */
-static struct page *rstream_buf_page(const struct rstream_buf *buf, size_t off)
-{
-	size_t chunk = off >> (PAGE_SHIFT + buf->order);
-
-	return buf->chunks[chunk] +
-	       ((off >> PAGE_SHIFT) & ((1U << buf->order) - 1));
-}
-
 /*
- * Copy @len bytes between @iter and the buffer at @off (not wrapping), a
- * page at a time through the page's own (direct map) address.  The same
- * copy through the vmap() address would have hardened usercopy look the
+ * Copy @len bytes between @iter and the ring that fills the first
+ * @ring_size bytes of @buf, starting at stream byte @pos and wrapping at
+ * the ring's end: at most two calls, one per contiguous piece.
+ *
+ * The unchecked _copy_{to,from}_iter(), as fs/proc/kcore.c uses for the
+ * same reason: on a vmap() address, hardened usercopy's check looks the
  * address up among all vmap areas, under their global lock, on every send
- * and every receive; for a page of the direct map the check is a lookup
- * of its struct page.  Not copy_page_to_iter(): given a pipe's iterator
- * (splice on 6.1) it lends the page to the pipe instead of copying it,
- * and the ring's pages are written again by the peer.  Returns the bytes
- * copied.  Process context, sock lock held.
+ * and every receive, and it could only confirm bounds that the ring
+ * arithmetic here already keeps (off < ring_size, n <= ring_size - off,
+ * and the ring lies inside the vmap).  Not copy_page_to_iter(): given a
+ * pipe's iterator (splice on 6.1) it lends the page instead of copying.
+ * Returns the bytes copied.  Process context, sock lock held.
  */
-static size_t rstream_buf_copy(struct rstream_buf *buf, size_t off,
-			       size_t len, struct iov_iter *iter, bool to_buf)
+static size_t rstream_buf_ring_copy(struct rstream_buf *buf, u32 ring_size,
+				    u64 pos, size_t len, struct iov_iter *iter,
+				    bool to_buf)
 {
+	u32 off = pos % ring_size;
 	size_t done = 0;
 
 	while (done < len) {
-		size_t pos = off + done;
-		size_t in_page = offset_in_page(pos);
-		size_t n = min_t(size_t, len - done, PAGE_SIZE - in_page);
-		void *kaddr = kmap_local_page(rstream_buf_page(buf, pos));
+		size_t n = min_t(size_t, len - done, ring_size - off);
 		size_t c;
 
 		if (to_buf)
-			c = copy_from_iter(kaddr + in_page, n, iter);
+			c = _copy_from_iter(buf->vaddr + off, n, iter);
 		else
-			c = copy_to_iter(kaddr + in_page, n, iter);
-		kunmap_local(kaddr);
+			c = _copy_to_iter(buf->vaddr + off, n, iter);
 		done += c;
 		if (c != n)
 			break;
+		off = 0;
 	}
 	return done;
 }
 
-size_t rstream_buf_copy_from_iter(struct rstream_buf *buf, size_t off,
-				  size_t len, struct iov_iter *from)
+size_t rstream_buf_copy_from_iter(struct rstream_buf *buf, u32 ring_size,
+				  u64 pos, size_t len, struct iov_iter *from)
 {
-	return rstream_buf_copy(buf, off, len, from, true);
+	return rstream_buf_ring_copy(buf, ring_size, pos, len, from, true);
 }
 
-size_t rstream_buf_copy_to_iter(struct rstream_buf *buf, size_t off,
-				size_t len, struct iov_iter *to)
+size_t rstream_buf_copy_to_iter(struct rstream_buf *buf, u32 ring_size,
+				u64 pos, size_t len, struct iov_iter *to)
 {
-	return rstream_buf_copy(buf, off, len, to, false);
+	return rstream_buf_ring_copy(buf, ring_size, pos, len, to, false);
 }

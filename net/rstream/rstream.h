@@ -307,10 +307,10 @@ void rstream_buf_sync_for_cpu(struct rstream_buf *buf, size_t off, size_t len);
 void rstream_buf_sync_for_device(struct rstream_buf *buf, size_t off,
 				 size_t len);
 u64 rstream_buf_iova(const struct rstream_buf *buf, size_t off);
-size_t rstream_buf_copy_from_iter(struct rstream_buf *buf, size_t off,
-				  size_t len, struct iov_iter *from);
-size_t rstream_buf_copy_to_iter(struct rstream_buf *buf, size_t off,
-				size_t len, struct iov_iter *to);
+size_t rstream_buf_copy_from_iter(struct rstream_buf *buf, u32 ring_size,
+				  u64 pos, size_t len, struct iov_iter *from);
+size_t rstream_buf_copy_to_iter(struct rstream_buf *buf, u32 ring_size,
+				u64 pos, size_t len, struct iov_iter *to);
 
 /* mem.c: what connections pin, charged to their sockets */
 

@@ -144,17 +144,10 @@ static bool rstream_rx_eof(const struct rstream_sock *rs)
 static int rstream_ring_copy(struct rstream_sock *rs, u64 pos, size_t len,
 			     struct msghdr *msg, bool discard)
 {
-	u32 off = pos % rs->ring_size;
-	size_t first = min_t(size_t, len, rs->ring_size - off);
-
 	if (discard)
 		return 0;
-	if (rstream_buf_copy_to_iter(&rs->ring, off, first,
-				     &msg->msg_iter) != first)
-		return -EFAULT;
-	if (len > first &&
-	    rstream_buf_copy_to_iter(&rs->ring, 0, len - first,
-				     &msg->msg_iter) != len - first)
+	if (rstream_buf_copy_to_iter(&rs->ring, rs->ring_size, pos, len,
+				     &msg->msg_iter) != len)
 		return -EFAULT;
 	return 0;
 }

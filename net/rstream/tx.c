@@ -324,15 +324,8 @@ bool rstream_tx_writable(struct rstream_sock *rs)
 static size_t rstream_sbuf_fill(struct rstream_sock *rs, u64 pos, size_t len,
 				struct iov_iter *from)
 {
-	u32 off = pos % rs->sbuf_size;
-	size_t first = min_t(size_t, len, rs->sbuf_size - off);
-	size_t n;
-
-	n = rstream_buf_copy_from_iter(&rs->sbuf, off, first, from);
-	if (n == first && len > first)
-		n += rstream_buf_copy_from_iter(&rs->sbuf, 0, len - first,
-						from);
-	return n;
+	return rstream_buf_copy_from_iter(&rs->sbuf, rs->sbuf_size, pos, len,
+					  from);
 }
 
 /*
