@@ -37,8 +37,10 @@ def depth(indent):
     return len(indent.expandtabs(4)) // 4
 
 
-# Lines around results that say nothing about why a case failed.
-NOISE = re.compile(r"^\s*(?:#\s+(?:RUN|OK|FAIL)\b|# Subtest:|# Totals:|"
+# Lines around results that say nothing about why a case failed: the
+# harness's "#  RUN name", "#  OK  name" and "#  FAIL  name".  Not a test
+# program's own "FAIL: why", which is the reason itself.
+NOISE = re.compile(r"^\s*(?:#\s+(?:RUN|OK|FAIL)\b(?!:)|# Subtest:|# Totals:|"
                    r"# Starting \d+ tests|K?TAP version|1\.\.\d+)")
 
 
@@ -110,3 +112,28 @@ def parse(text, prefix=""):
     if top_plan is None and counts.passed + counts.failed == 0:
         counts.fail(f"{prefix}no KTAP results")
     return counts
+
+
+# The reader's own cases (a host check): (what, output, words the failure
+# it reports must contain).
+SELF_CHECKS = [
+    ("a shell case whose program printed its reason",
+     "TAP version 13\n1..1\n#  RUN xfer\n# slab before: 1 kB\n"
+     "# FAIL: connection 7: recv: Connection reset by peer\n"
+     "# rstream_xfer failed\nnot ok 1 xfer\n",
+     "connection 7: recv: Connection reset by peer"),
+    ("a harness case, its FAIL line left out",
+     "TAP version 13\n1..1\n#  RUN s.c ...\n# s.c:10:Expected 1 (1) == 2\n"
+     "#          FAIL  s.c\nnot ok 1 s.c\n",
+     "s.c: s.c:10:Expected 1 (1) == 2"),
+]
+
+
+def self_check():
+    """The cases of SELF_CHECKS the reader gets wrong, as text."""
+    wrong = []
+    for what, text, want in SELF_CHECKS:
+        got = parse(text).failures
+        if len(got) != 1 or want not in got[0] or "FAIL  " in got[0]:
+            wrong.append(f"{what}: reported {got}")
+    return wrong

@@ -457,6 +457,8 @@ def host_checks(ksrc, section):
     wrong = console.self_check()
     section.check("the console judge's own cases", not wrong,
                   "; ".join(wrong))
+    wrong = ktap.self_check()
+    section.check("the KTAP reader's own cases", not wrong, "; ".join(wrong))
     dkms = (REPO / "dkms.conf").read_text()
     code = (REPO / "net" / "rstream" / "rstream.h").read_text()
     dv = re.search(r'PACKAGE_VERSION="([^"]+)"', dkms)
