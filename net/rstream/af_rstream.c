@@ -805,5 +805,11 @@ module_init(rstream_init);
 module_exit(rstream_exit);
 
 MODULE_DESCRIPTION("AF_RSTREAM: reliable byte streams over RDMA (rsockets v1)");
+/*
+ * socket(AF_RSTREAM, ...) loads the module (the core asks for net-pf-N).
+ * For the default number only: loaded with another family=, the module
+ * is listed in modules-load.d instead.
+ */
+MODULE_ALIAS_NETPROTO(AF_RSTREAM);
 MODULE_LICENSE("GPL");
 MODULE_VERSION(RSTREAM_VERSION);

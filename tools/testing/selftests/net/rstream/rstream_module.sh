@@ -143,6 +143,16 @@ open_socket_pins_module() {
 	modprobe rstream || die "cannot load rstream"
 }
 
+# The first socket() of the family loads the module (its net-pf-22 alias,
+# which depmod put in modules.alias), as for any protocol module.
+socket_loads_module() {
+	unload_rstream
+	out=$("$DIR/rstream_sock" 22)
+	[ "$out" = ok ] || die "socket(22, SOCK_STREAM, 0) without rstream loaded: $out"
+	[ -d /sys/module/rstream ] || die "the socket was made but rstream is not loaded"
+	wait_listed rxe0 roce yes
+}
+
 # rxe0 back with its port up, after a case took it away.
 rxe0_back() {
 	rdma link show rxe0/1 >/dev/null 2>&1 ||
@@ -384,6 +394,7 @@ run_tests $TESTS devices_seen_in_new_netns device_added_while_loaded \
 	device_removed_while_loaded device_renamed_while_loaded \
 	devices_come_and_go \
 	unload_and_reload_with_devices_present open_socket_pins_module \
+	socket_loads_module \
 	device_removed_under_connections listen_after_device_removal \
 	listener_loses_its_device device_removed_while_sockets_close \
 	device_removed_during_setup_teardown driver_unloaded_under_rstream
