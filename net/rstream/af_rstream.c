@@ -293,6 +293,7 @@ static int rstream_listen(struct socket *sock, int backlog)
 		goto out;
 	if (sk->sk_state == TCP_LISTEN) {
 		WRITE_ONCE(sk->sk_max_ack_backlog, backlog);
+		rstream_tcp_backlog(rs, backlog);
 		err = 0;
 		goto out;
 	}
@@ -312,7 +313,14 @@ static int rstream_listen(struct socket *sock, int backlog)
 			goto out;
 	}
 	rstream_fix_sizes(rs);
+	if (rs->tcp_listen) {
+		err = rstream_tcp_listen(rs, backlog);
+		if (err)
+			goto out;
+	}
 	err = rstream_cm_listen(rs, backlog);
+	if (err)
+		rstream_tcp_close(rs);
 out:
 	release_sock(sk);
 	return err;
@@ -425,6 +433,7 @@ static int rstream_accept_common(struct socket *sock, struct socket *newsock,
 	struct sock *sk = sock->sk;
 	struct rstream_sock *rs = rstream_sk(sk), *child;
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	struct rstream_tcp_wait tcp_wait;
 	long timeo;
 	int err = 0;
 
@@ -438,12 +447,23 @@ static int rstream_accept_common(struct socket *sock, struct socket *newsock,
 		child = rstream_cm_dequeue(rs);
 		if (child)
 			break;
+		/* A TCP client: @newsock becomes its TCP socket (tcp.c). */
+		if (rstream_tcp_accept_ready(rs)) {
+			err = rstream_tcp_accept(rs, newsock);
+			if (err != -EAGAIN) {
+				release_sock(sk);
+				return err;
+			}
+		}
 		if (sk->sk_err) {
 			err = sock_error(sk);
 			break;
 		}
-		/* Its device went away: no connection will come again. */
-		if (!READ_ONCE(rs->cm_id)) {
+		/*
+		 * Its device went away: no connection will come again, but
+		 * over TCP if it listens there too.
+		 */
+		if (!READ_ONCE(rs->cm_id) && !rs->tcp) {
 			err = -ENODEV;
 			break;
 		}
@@ -451,8 +471,11 @@ static int rstream_accept_common(struct socket *sock, struct socket *newsock,
 		if (err)
 			break;
 		add_wait_queue(sk_sleep(sk), &wait);
+		rstream_tcp_wait_start(rs, &tcp_wait, &wait);
 		sk_wait_event(sk, &timeo, rstream_cm_accept_ready(rs) ||
+			      rstream_tcp_accept_ready(rs) ||
 			      sk->sk_state != TCP_LISTEN, &wait);
+		rstream_tcp_wait_end(rs, &tcp_wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 	}
 	release_sock(sk);
@@ -487,6 +510,13 @@ static int rstream_getname(struct socket *sock, struct sockaddr *addr,
 	struct rstream_sock *rs = rstream_sk(sk);
 	struct sockaddr_storage *ss;
 	int len;
+
+	/*
+	 * A TCP client accept() handed over (tcp.c): 6.10's accept path
+	 * asks for the new socket's name with the ops it started with.
+	 */
+	if (sk->sk_family != rstream_param(RSTREAM_PARAM_FAMILY))
+		return READ_ONCE(sock->ops)->getname(sock, addr, peer);
 
 	lock_sock(sk);
 	if (peer) {
@@ -531,10 +561,12 @@ static __poll_t rstream_poll(struct file *file, struct socket *sock,
 
 	sock_poll_wait(file, sock, wait);
 	if (state == TCP_LISTEN) {
-		if (rstream_cm_accept_ready(rs))
+		rstream_tcp_poll_wait(rs, file, wait);
+		if (rstream_cm_accept_ready(rs) || rstream_tcp_accept_ready(rs))
 			mask |= EPOLLIN | EPOLLRDNORM;
-		/* Its device went away: accept() says so. */
-		if (READ_ONCE(sk->sk_err) || !READ_ONCE(rs->cm_id))
+		/* Its device went away: accept() says so, unless TCP goes on. */
+		if (READ_ONCE(sk->sk_err) ||
+		    (!READ_ONCE(rs->cm_id) && !READ_ONCE(rs->tcp)))
 			mask |= EPOLLERR;
 		return mask;
 	}
@@ -652,6 +684,7 @@ static int rstream_release(struct socket *sock)
 	release_sock(sk);
 
 	if (listener) {
+		rstream_tcp_close(rs);
 		rstream_cm_close_listener(rs);
 	} else if (!test_bit(RSTREAM_F_VERBS, &rs->flags) &&
 		   rstream_state(sk) != TCP_SYN_SENT) {

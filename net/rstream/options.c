@@ -12,6 +12,8 @@
  * partial writes for up to 200 ms, as MSG_MORE does for one send; setting
  * TCP_NODELAY or clearing TCP_CORK posts what is held.  TCP_MAXSEG reads
  * what one write can carry and is otherwise ignored, as in rsocket.
+ * RSTREAM_TCP_LISTEN, rstream's own at SOL_RDMA, asks a socket that will
+ * listen to take TCP clients too (tcp.c).
  * Process context.
  */
 #include <linux/in6.h>
@@ -66,7 +68,12 @@ int rstream_setsockopt(struct socket *sock, int level, int optname,
 	lock_sock(sk);
 	switch (level) {
 	case SOL_RDMA:
-		err = rstream_set_rdma(rs, optname, val);
+		if (optname != RSTREAM_TCP_LISTEN)
+			err = rstream_set_rdma(rs, optname, val);
+		else if (sk->sk_state != TCP_CLOSE)
+			err = -EINVAL;	/* taken when listen() starts */
+		else
+			rs->tcp_listen = !!val;
 		break;
 	case SOL_TCP:
 		if (optname == TCP_NODELAY) {
@@ -121,6 +128,9 @@ int rstream_getsockopt(struct socket *sock, int level, int optname,
 			break;
 		case RDMA_IOMAPSIZE:
 			val = 0;
+			break;
+		case RSTREAM_TCP_LISTEN:
+			val = rs->tcp_listen;
 			break;
 		case RDMA_ROUTE:
 			release_sock(sk);

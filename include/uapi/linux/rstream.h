@@ -36,4 +36,12 @@
 #define RDMA_ROUTE	4	/* path record (struct ibv_path_data) */
 #endif
 
+/*
+ * rstream's own SOL_RDMA option, not rsocket's (int, before listen()): a
+ * listener also listens on TCP at its address and port, and accept()
+ * returns plain TCP clients as TCP sockets, beside the connections that
+ * come over RDMA.
+ */
+#define RSTREAM_TCP_LISTEN	0x1000
+
 #endif /* _UAPI_LINUX_RSTREAM_H */

@@ -623,13 +623,14 @@ static size_t fill_up(struct __test_metadata *_metadata, int fd,
 }
 
 /* What a helper thread does to the peer after a delay. */
-enum cause { BY_DATA, BY_SHUTDOWN, BY_CLOSE, BY_READ, BY_CONNECT };
+enum cause { BY_DATA, BY_SHUTDOWN, BY_CLOSE, BY_READ, BY_CONNECT,
+	     BY_TCP_CONNECT };
 
 struct later {
 	int fd;
 	enum cause cause;
 	int delay_ms;
-	const struct ep *dst;	/* BY_CONNECT */
+	const struct ep *dst;	/* BY_CONNECT, BY_TCP_CONNECT */
 	long long at;		/* when it acted */
 	int err;		/* errno of the action */
 	int result;		/* BY_CONNECT: the connected socket */
@@ -662,7 +663,11 @@ static void *later_run(void *arg)
 			l->err = 0;
 		break;
 	case BY_CONNECT:
-		l->result = rs_socket(ep_family(l->dst), SOCK_NONBLOCK);
+	case BY_TCP_CONNECT:
+		l->result = l->cause == BY_TCP_CONNECT ?
+			    socket(ep_family(l->dst),
+				   SOCK_STREAM | SOCK_NONBLOCK, 0) :
+			    rs_socket(ep_family(l->dst), SOCK_NONBLOCK);
 		if (l->result < 0) {
 			l->err = errno;
 			break;
@@ -1474,9 +1479,224 @@ TEST_F(addr, listener_close_ends_pending_connections)
 	}
 }
 
+#ifndef RSTREAM_TEST_OVER_TCP
 /*
- * The connected pair: client c, accepted s, over IPv4.
+ * RSTREAM_TCP_LISTEN: one listening socket takes RDMA clients and plain
+ * TCP ones on its port; accept() returns the TCP ones as TCP sockets.
  */
+
+FIXTURE(tcp_listen) {
+	struct ep host;
+};
+
+FIXTURE_VARIANT(tcp_listen) {
+	int family;
+};
+
+FIXTURE_VARIANT_ADD(tcp_listen, ipv4) {
+	.family = AF_INET,
+};
+
+FIXTURE_VARIANT_ADD(tcp_listen, ipv6) {
+	.family = AF_INET6,
+};
+
+FIXTURE_SETUP(tcp_listen)
+{
+	guard_init();
+	ep_host(_metadata, &self->host, variant->family);
+}
+
+FIXTURE_TEARDOWN(tcp_listen)
+{
+}
+
+/* A listener on this host that takes TCP clients too; its name in @bound. */
+static int tcp_listener(struct __test_metadata *_metadata,
+			const struct ep *host, struct ep *bound)
+{
+	int l = rs_socket(ep_family(host), 0);
+
+	ASSERT_LE(0, l) TH_LOG("socket: %s", strerror(errno));
+	ASSERT_EQ(0, set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, 1))
+		TH_LOG("RSTREAM_TCP_LISTEN: %s", strerror(errno));
+	ASSERT_EQ(0, bind(l, SA(host), host->len))
+		TH_LOG("bind %s: %s", ep_str(host), strerror(errno));
+	ASSERT_EQ(0, listen(l, 8)) TH_LOG("listen: %s", strerror(errno));
+	name_of(_metadata, l, false, bound);
+	return l;
+}
+
+/* A blocking TCP connect to @dst. */
+static int tcp_client(struct __test_metadata *_metadata, const struct ep *dst)
+{
+	int fd = socket(ep_family(dst), SOCK_STREAM, 0);
+
+	ASSERT_LE(0, fd) TH_LOG("socket: %s", strerror(errno));
+	ASSERT_EQ(0, GUARDED(connect(fd, SA(dst), dst->len)))
+		TH_LOG("TCP connect %s: %s", ep_str(dst), strerror(errno));
+	return fd;
+}
+
+/* Bytes both ways between a client and the socket accept() gave. */
+static void both_ways(struct __test_metadata *_metadata, int c, int s)
+{
+	put(_metadata, c, "ping");
+	expect(_metadata, s, "ping");
+	put(_metadata, s, "pong");
+	expect(_metadata, c, "pong");
+}
+
+/*
+ * One epoll set on the listener hears of a TCP client and of an RDMA one;
+ * accept() gives a TCP socket (the family of the address, IPPROTO_TCP)
+ * for the first, with the client's name, and an AF_RSTREAM one for the
+ * second; both carry data both ways.
+ */
+TEST_F(tcp_listen, both_kinds_through_one_epoll)
+{
+	struct ep bound, peer, cname;
+	struct epoll_event ev = { .events = EPOLLIN };
+	int l = tcp_listener(_metadata, &self->host, &bound);
+	int ep = epoll_create1(0);
+	int c, s, rc, rs;
+
+	ASSERT_LE(0, ep);
+	ASSERT_EQ(1, int_opt(l, SOL_RDMA, RSTREAM_TCP_LISTEN));
+	ASSERT_EQ(0, epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev));
+	EXPECT_EQ(0, epoll_wait(ep, &ev, 1, 0)) TH_LOG("ready with no client");
+
+	c = tcp_client(_metadata, &bound);
+	ASSERT_EQ(1, epoll_wait(ep, &ev, 1, PROMPT_MS))
+		TH_LOG("epoll did not hear of the TCP client");
+	EXPECT_EQ(EPOLLIN, (int)ev.events);
+	memset(&peer, 0, sizeof(peer));
+	peer.len = sizeof(peer.ss);
+	s = GUARDED(accept(l, SA(&peer), &peer.len));
+	ASSERT_LE(0, s) TH_LOG("accept: %s", strerror(errno));
+	EXPECT_EQ(variant->family, int_opt(s, SOL_SOCKET, SO_DOMAIN));
+	EXPECT_EQ(IPPROTO_TCP, int_opt(s, SOL_SOCKET, SO_PROTOCOL));
+	name_of(_metadata, c, false, &cname);
+	EXPECT_TRUE(ep_same(&cname, &peer))
+		TH_LOG("accept gave %s, the client is %s", ep_str(&peer),
+		       ep_str(&cname));
+	name_of(_metadata, s, true, &peer);
+	EXPECT_TRUE(ep_same(&cname, &peer));
+	both_ways(_metadata, c, s);
+	EXPECT_EQ(0, epoll_wait(ep, &ev, 1, 0)) TH_LOG("still ready");
+
+	rc = make_client(_metadata, &bound, 0);
+	ASSERT_EQ(1, epoll_wait(ep, &ev, 1, PROMPT_MS))
+		TH_LOG("epoll did not hear of the RDMA client");
+	rs = accept_one(_metadata, l);
+	EXPECT_EQ(rstream_family(), int_opt(rs, SOL_SOCKET, SO_DOMAIN));
+	both_ways(_metadata, rc, rs);
+
+	close(rs);
+	close(rc);
+	close(s);
+	close(c);
+	close(ep);
+	close(l);
+}
+
+/* A blocking accept() wakes for a TCP client. */
+TEST_F(tcp_listen, blocking_accept_wakes_for_tcp_client)
+{
+	struct ep bound;
+	int l = tcp_listener(_metadata, &self->host, &bound);
+	struct later cl = { .cause = BY_TCP_CONNECT, .delay_ms = QUIET_MS,
+			    .dst = &bound, .result = -1 };
+	int s;
+
+	later_start(_metadata, &cl);
+	s = GUARDED(accept(l, NULL, NULL));
+	pthread_join(cl.tid, NULL);
+	ASSERT_LE(0, s) TH_LOG("accept: %s", strerror(errno));
+	EXPECT_EQ(0, cl.err) TH_LOG("client: %s", strerror(cl.err));
+	EXPECT_EQ(IPPROTO_TCP, int_opt(s, SOL_SOCKET, SO_PROTOCOL));
+	put(_metadata, cl.result, "x");
+	expect(_metadata, s, "x");
+	close(s);
+	close(cl.result);
+	close(l);
+}
+
+/* The option is for a socket that has not listened yet. */
+TEST_F(tcp_listen, option_before_listen_only)
+{
+	struct ep bound;
+	int l = make_listener(_metadata, variant->family, 0, 1, &bound);
+
+	EXPECT_EQ(0, int_opt(l, SOL_RDMA, RSTREAM_TCP_LISTEN));
+	EXPECT_EQ(-1, set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, 1));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(0, int_opt(l, SOL_RDMA, RSTREAM_TCP_LISTEN));
+	close(l);
+}
+
+/* Without it, nothing listens on TCP at the listener's port. */
+TEST_F(tcp_listen, without_option_tcp_refused)
+{
+	struct ep bound;
+	int l = make_listener(_metadata, variant->family, 0, 1, &bound);
+	int c = socket(variant->family, SOCK_STREAM, 0);
+
+	ASSERT_LE(0, c);
+	EXPECT_EQ(ECONNREFUSED, errno_of(connect(c, SA(&bound), bound.len)));
+	close(c);
+	close(l);
+}
+
+/*
+ * The port is free in rdma_cm's space and taken in TCP's: listen() fails
+ * with TCP's EADDRINUSE, and the socket listens without the option.
+ */
+TEST_F(tcp_listen, tcp_port_taken)
+{
+	struct ep bound;
+	int t = socket(variant->family, SOCK_STREAM, 0);
+	int l;
+
+	ASSERT_LE(0, t);
+	ASSERT_EQ(0, bind(t, SA(&self->host), self->host.len));
+	ASSERT_EQ(0, listen(t, 1));
+	name_of(_metadata, t, false, &bound);
+	l = rs_socket(variant->family, 0);
+	ASSERT_LE(0, l);
+	ASSERT_EQ(0, set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, 1));
+	ASSERT_EQ(0, bind(l, SA(&bound), bound.len))
+		TH_LOG("bind %s: %s", ep_str(&bound), strerror(errno));
+	EXPECT_EQ(EADDRINUSE, errno_of(listen(l, 1)));
+	ASSERT_EQ(0, set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, 0));
+	EXPECT_EQ(0, listen(l, 1)) TH_LOG("listen: %s", strerror(errno));
+	close(l);
+	close(t);
+}
+
+/*
+ * A TCP client the listener never accepted is reset when it closes, as
+ * by a TCP listener; one it accepted lives on after it.
+ */
+TEST_F(tcp_listen, listener_close_resets_pending_tcp_clients)
+{
+	struct ep bound;
+	int l = tcp_listener(_metadata, &self->host, &bound);
+	int kept = tcp_client(_metadata, &bound);
+	int s = accept_one(_metadata, l);
+	int c = tcp_client(_metadata, &bound);
+	char b;
+
+	set_timeo(_metadata, c, SO_RCVTIMEO, PROMPT_MS);
+	close(l);
+	EXPECT_EQ(-1, recv(c, &b, 1, 0));
+	EXPECT_EQ(ECONNRESET, errno) TH_LOG("recv: %s", strerror(errno));
+	both_ways(_metadata, kept, s);
+	close(c);
+	close(s);
+	close(kept);
+}
+#endif
 
 /* Fixtures of one connected IPv4 pair: listener, client, server. */
 static void pair_open(struct __test_metadata *_metadata, int buf, int *l,
@@ -1495,6 +1715,10 @@ static void pair_close(int *l, int *c, int *s)
 	close_fd(c);
 	close_fd(l);
 }
+
+/*
+ * The connected pair: client c, accepted s, over IPv4.
+ */
 
 FIXTURE(conn) {
 	int l, c, s;
