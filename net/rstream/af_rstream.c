@@ -47,6 +47,7 @@ static struct proto rstream_proto = {
  * ones, as sock_lock_init() gives every family.
  */
 static struct lock_class_key rstream_slock_keys[2];
+static struct lock_class_key rstream_wq_lock_key;
 static struct lock_class_key rstream_sk_lock_keys[2];
 static const char *const rstream_slock_names[2] = {
 	"slock-AF_RSTREAM", "slock-AF_RSTREAM-kern"
@@ -293,7 +294,6 @@ static int rstream_listen(struct socket *sock, int backlog)
 		goto out;
 	if (sk->sk_state == TCP_LISTEN) {
 		WRITE_ONCE(sk->sk_max_ack_backlog, backlog);
-		rstream_tcp_backlog(rs, backlog);
 		err = 0;
 		goto out;
 	}
@@ -313,14 +313,7 @@ static int rstream_listen(struct socket *sock, int backlog)
 			goto out;
 	}
 	rstream_fix_sizes(rs);
-	if (rs->tcp_listen) {
-		err = rstream_tcp_listen(rs, backlog);
-		if (err)
-			goto out;
-	}
 	err = rstream_cm_listen(rs, backlog);
-	if (err)
-		rstream_tcp_close(rs);
 out:
 	release_sock(sk);
 	return err;
@@ -428,12 +421,11 @@ out:
 }
 
 static int rstream_accept_common(struct socket *sock, struct socket *newsock,
-				 int flags)
+				 int flags, bool kern)
 {
 	struct sock *sk = sock->sk;
 	struct rstream_sock *rs = rstream_sk(sk), *child;
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
-	struct rstream_tcp_wait tcp_wait;
 	long timeo;
 	int err = 0;
 
@@ -447,8 +439,11 @@ static int rstream_accept_common(struct socket *sock, struct socket *newsock,
 		child = rstream_cm_dequeue(rs);
 		if (child)
 			break;
-		/* A TCP client: @newsock becomes its TCP socket (tcp.c). */
-		if (rstream_tcp_accept_ready(rs)) {
+		/*
+		 * A TCP client: @newsock becomes its TCP socket (tcp.c).  Not
+		 * for kernel_accept(), which sets our ops after the accept.
+		 */
+		if (!kern && rstream_tcp_accept_ready(rs)) {
 			err = rstream_tcp_accept(rs, newsock);
 			if (err != -EAGAIN) {
 				release_sock(sk);
@@ -463,7 +458,7 @@ static int rstream_accept_common(struct socket *sock, struct socket *newsock,
 		 * Its device went away: no connection will come again, but
 		 * over TCP if it listens there too.
 		 */
-		if (!READ_ONCE(rs->cm_id) && !rs->tcp) {
+		if (!READ_ONCE(rs->cm_id) && (kern || !rs->tcp)) {
 			err = -ENODEV;
 			break;
 		}
@@ -471,11 +466,9 @@ static int rstream_accept_common(struct socket *sock, struct socket *newsock,
 		if (err)
 			break;
 		add_wait_queue(sk_sleep(sk), &wait);
-		rstream_tcp_wait_start(rs, &tcp_wait, &wait);
 		sk_wait_event(sk, &timeo, rstream_cm_accept_ready(rs) ||
-			      rstream_tcp_accept_ready(rs) ||
+			      (!kern && rstream_tcp_accept_ready(rs)) ||
 			      sk->sk_state != TCP_LISTEN, &wait);
-		rstream_tcp_wait_end(rs, &tcp_wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 	}
 	release_sock(sk);
@@ -493,13 +486,13 @@ static int rstream_accept_common(struct socket *sock, struct socket *newsock,
 static int rstream_accept(struct socket *sock, struct socket *newsock,
 			  struct proto_accept_arg *arg)
 {
-	return rstream_accept_common(sock, newsock, arg->flags);
+	return rstream_accept_common(sock, newsock, arg->flags, arg->kern);
 }
 #else
 static int rstream_accept(struct socket *sock, struct socket *newsock,
 			  int flags, bool kern)
 {
-	return rstream_accept_common(sock, newsock, flags);
+	return rstream_accept_common(sock, newsock, flags, kern);
 }
 #endif
 
@@ -561,7 +554,6 @@ static __poll_t rstream_poll(struct file *file, struct socket *sock,
 
 	sock_poll_wait(file, sock, wait);
 	if (state == TCP_LISTEN) {
-		rstream_tcp_poll_wait(rs, file, wait);
 		if (rstream_cm_accept_ready(rs) || rstream_tcp_accept_ready(rs))
 			mask |= EPOLLIN | EPOLLRDNORM;
 		/* Its device went away: accept() says so, unless TCP goes on. */
@@ -683,8 +675,8 @@ static int rstream_release(struct socket *sock)
 	sock_orphan(sk);
 	release_sock(sk);
 
+	rstream_tcp_close(rs);
 	if (listener) {
-		rstream_tcp_close(rs);
 		rstream_cm_close_listener(rs);
 	} else if (!test_bit(RSTREAM_F_VERBS, &rs->flags) &&
 		   rstream_state(sk) != TCP_SYN_SENT) {
@@ -762,6 +754,12 @@ static int rstream_create(struct net *net, struct socket *sock, int protocol,
 	rs = rstream_sock_alloc(net, NULL, kern);
 	if (!rs)
 		return -ENOMEM;
+	/*
+	 * The wait queue's lock gets a class of its own: a TCP listener's
+	 * wake-up (RSTREAM_TCP_LISTEN) wakes this queue with that socket's
+	 * queue lock, of the class every socket's has, held (tcp.c).
+	 */
+	lockdep_set_class(&sock->wq.wait.lock, &rstream_wq_lock_key);
 	sock->state = SS_UNCONNECTED;
 	sock->ops = &rstream_stream_ops;
 	sock_graft(&rs->sk, sock);

@@ -407,8 +407,12 @@ static int rstream_cm_device_removal(struct rstream_sock *rs,
 	/* While it still reads as an embryo, which drops the list's reference. */
 	rstream_cm_embryo_failed(rs);
 
-	/* The error before the connection reads as dead (see rx.c). */
-	if (!READ_ONCE(sk->sk_err))
+	/*
+	 * The error before the connection reads as dead (see rx.c).  Not on
+	 * a listener that takes TCP clients too: it goes on with those.
+	 */
+	if (!READ_ONCE(sk->sk_err) &&
+	    !(sk->sk_state == TCP_LISTEN && READ_ONCE(rs->tcp)))
 		WRITE_ONCE(sk->sk_err, ENODEV);
 	mutex_lock(&rs->cm_lock);
 	ours = rs->cm_id == id;

@@ -12,8 +12,8 @@
  * partial writes for up to 200 ms, as MSG_MORE does for one send; setting
  * TCP_NODELAY or clearing TCP_CORK posts what is held.  TCP_MAXSEG reads
  * what one write can carry and is otherwise ignored, as in rsocket.
- * RSTREAM_TCP_LISTEN, rstream's own at SOL_RDMA, asks a socket that will
- * listen to take TCP clients too (tcp.c).
+ * RSTREAM_TCP_LISTEN, rstream's own at SOL_RDMA, gives a socket that will
+ * listen the caller's TCP listener to take clients from too (tcp.c).
  * Process context.
  */
 #include <linux/in6.h>
@@ -71,9 +71,9 @@ int rstream_setsockopt(struct socket *sock, int level, int optname,
 		if (optname != RSTREAM_TCP_LISTEN)
 			err = rstream_set_rdma(rs, optname, val);
 		else if (sk->sk_state != TCP_CLOSE)
-			err = -EINVAL;	/* taken when listen() starts */
+			err = -EINVAL;	/* before listen() */
 		else
-			rs->tcp_listen = !!val;
+			err = rstream_tcp_attach(rs, (int)val);
 		break;
 	case SOL_TCP:
 		if (optname == TCP_NODELAY) {
@@ -130,7 +130,7 @@ int rstream_getsockopt(struct socket *sock, int level, int optname,
 			val = 0;
 			break;
 		case RSTREAM_TCP_LISTEN:
-			val = rs->tcp_listen;
+			val = !!rs->tcp;
 			break;
 		case RDMA_ROUTE:
 			release_sock(sk);

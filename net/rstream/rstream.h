@@ -95,7 +95,6 @@ struct rstream_sock {
 	bool sizes_fixed;	/* SOL_RDMA options refused from now on */
 	int mem_charged;	/* bytes charged to the socket (mem.c) */
 	bool nodelay;		/* TCP_NODELAY: no cork window (tx.c) */
-	bool tcp_listen;	/* RSTREAM_TCP_LISTEN: listen on TCP too */
 	bool cork;		/* TCP_CORK: sends hold partial writes */
 
 	/* Addresses, for getsockname/getpeername. */
@@ -115,8 +114,9 @@ struct rstream_sock {
 	/* Listener: children in set-up, and established ones to accept. */
 	struct list_head embryos;
 	struct list_head accept_queue;
-	/* Listener with RSTREAM_TCP_LISTEN: its TCP twin (tcp.c). */
+	/* RSTREAM_TCP_LISTEN: the caller's TCP listener, our entry on its queue */
 	struct socket *tcp;
+	struct wait_queue_entry tcp_wait;
 	/* Child: its place in one of the listener's lists, and the listener. */
 	struct list_head accept_node;
 	struct rstream_sock *listener;
@@ -366,21 +366,9 @@ struct rstream_sock *rstream_cm_dequeue(struct rstream_sock *lrs);
 bool rstream_cm_accept_ready(struct rstream_sock *lrs);
 
 /* tcp.c: a TCP listener beside an AF_RSTREAM one */
-int rstream_tcp_listen(struct rstream_sock *rs, int backlog);
-void rstream_tcp_backlog(struct rstream_sock *rs, int backlog);
+int rstream_tcp_attach(struct rstream_sock *rs, int fd);
 void rstream_tcp_close(struct rstream_sock *rs);
 bool rstream_tcp_accept_ready(struct rstream_sock *rs);
-void rstream_tcp_poll_wait(struct rstream_sock *rs, struct file *file,
-			   poll_table *wait);
-
-struct rstream_tcp_wait {
-	struct wait_queue_entry entry;
-	struct wait_queue_entry *primary;
-};
-
-void rstream_tcp_wait_start(struct rstream_sock *rs, struct rstream_tcp_wait *w,
-			    struct wait_queue_entry *primary);
-void rstream_tcp_wait_end(struct rstream_sock *rs, struct rstream_tcp_wait *w);
 int rstream_tcp_accept(struct rstream_sock *rs, struct socket *newsock);
 
 /* tx.c and rx.c: the data path */

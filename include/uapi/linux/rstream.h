@@ -37,10 +37,12 @@
 #endif
 
 /*
- * rstream's own SOL_RDMA option, not rsocket's (int, before listen()): a
- * listener also listens on TCP at its address and port, and accept()
- * returns plain TCP clients as TCP sockets, beside the connections that
- * come over RDMA.
+ * rstream's own SOL_RDMA option, not rsocket's.  Set before listen(), its
+ * value (an int) is the file descriptor of a listening TCP socket, which
+ * the caller may then close: accept() on the AF_RSTREAM listener also
+ * takes that socket's clients, returned as TCP sockets, beside the
+ * connections that come over RDMA, and poll/epoll on it see both.  -1
+ * lets go of it; reading the option says whether one is held.
  */
 #define RSTREAM_TCP_LISTEN	0x1000
 

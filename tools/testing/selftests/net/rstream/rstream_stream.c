@@ -1481,8 +1481,9 @@ TEST_F(addr, listener_close_ends_pending_connections)
 
 #ifndef RSTREAM_TEST_OVER_TCP
 /*
- * RSTREAM_TCP_LISTEN: one listening socket takes RDMA clients and plain
- * TCP ones on its port; accept() returns the TCP ones as TCP sockets.
+ * RSTREAM_TCP_LISTEN: one listening socket takes RDMA clients and the
+ * clients of a TCP listener it was given, on the same port; accept()
+ * returns the TCP ones as TCP sockets.
  */
 
 FIXTURE(tcp_listen) {
@@ -1511,19 +1512,53 @@ FIXTURE_TEARDOWN(tcp_listen)
 {
 }
 
+/*
+ * A TCP listener at @at (its port taken when 0), for RSTREAM_TCP_LISTEN;
+ * its name in @bound.
+ */
+static int tcp_listening(struct __test_metadata *_metadata,
+			 const struct ep *at, struct ep *bound)
+{
+	int t = socket(ep_family(at), SOCK_STREAM, 0);
+
+	ASSERT_LE(0, t) TH_LOG("socket: %s", strerror(errno));
+	ASSERT_EQ(0, bind(t, SA(at), at->len))
+		TH_LOG("TCP bind %s: %s", ep_str(at), strerror(errno));
+	ASSERT_EQ(0, listen(t, 8)) TH_LOG("listen: %s", strerror(errno));
+	name_of(_metadata, t, false, bound);
+	return t;
+}
+
+/*
+ * An AF_RSTREAM socket bound on this host, given a TCP listener at the
+ * same address and port (and left to hold it alone); not listening yet.
+ */
+static int tcp_beside(struct __test_metadata *_metadata,
+		      const struct ep *host, struct ep *bound)
+{
+	int l = rs_socket(ep_family(host), 0);
+	struct ep tcp;
+	int t;
+
+	ASSERT_LE(0, l) TH_LOG("socket: %s", strerror(errno));
+	ASSERT_EQ(0, bind(l, SA(host), host->len))
+		TH_LOG("bind %s: %s", ep_str(host), strerror(errno));
+	name_of(_metadata, l, false, bound);
+	t = tcp_listening(_metadata, bound, &tcp);
+	ASSERT_EQ(0, set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, t))
+		TH_LOG("RSTREAM_TCP_LISTEN: %s", strerror(errno));
+	EXPECT_EQ(1, int_opt(l, SOL_RDMA, RSTREAM_TCP_LISTEN));
+	close(t);
+	return l;
+}
+
 /* A listener on this host that takes TCP clients too; its name in @bound. */
 static int tcp_listener(struct __test_metadata *_metadata,
 			const struct ep *host, struct ep *bound)
 {
-	int l = rs_socket(ep_family(host), 0);
+	int l = tcp_beside(_metadata, host, bound);
 
-	ASSERT_LE(0, l) TH_LOG("socket: %s", strerror(errno));
-	ASSERT_EQ(0, set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, 1))
-		TH_LOG("RSTREAM_TCP_LISTEN: %s", strerror(errno));
-	ASSERT_EQ(0, bind(l, SA(host), host->len))
-		TH_LOG("bind %s: %s", ep_str(host), strerror(errno));
 	ASSERT_EQ(0, listen(l, 8)) TH_LOG("listen: %s", strerror(errno));
-	name_of(_metadata, l, false, bound);
 	return l;
 }
 
@@ -1625,12 +1660,14 @@ TEST_F(tcp_listen, blocking_accept_wakes_for_tcp_client)
 /* The option is for a socket that has not listened yet. */
 TEST_F(tcp_listen, option_before_listen_only)
 {
-	struct ep bound;
+	struct ep bound, tb;
 	int l = make_listener(_metadata, variant->family, 0, 1, &bound);
+	int t = tcp_listening(_metadata, &bound, &tb);
 
 	EXPECT_EQ(0, int_opt(l, SOL_RDMA, RSTREAM_TCP_LISTEN));
-	EXPECT_EQ(-1, set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, 1));
+	EXPECT_EQ(-1, set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, t));
 	EXPECT_EQ(EINVAL, errno);
+	close(t);
 	EXPECT_EQ(0, int_opt(l, SOL_RDMA, RSTREAM_TCP_LISTEN));
 	close(l);
 }
@@ -1649,29 +1686,66 @@ TEST_F(tcp_listen, without_option_tcp_refused)
 }
 
 /*
- * The port is free in rdma_cm's space and taken in TCP's: listen() fails
- * with TCP's EADDRINUSE, and the socket listens without the option.
+ * An epoll set that took the socket before listen() hears of TCP clients
+ * too, and so does poll().
  */
-TEST_F(tcp_listen, tcp_port_taken)
+TEST_F(tcp_listen, epoll_added_before_listen)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct ep bound;
+	int l = tcp_beside(_metadata, &self->host, &bound);
+	int ep = epoll_create1(0);
+	struct pollfd p = { .fd = l, .events = POLLIN };
+	int c, s;
+
+	ASSERT_LE(0, ep);
+	ASSERT_EQ(0, epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev));
+	ASSERT_EQ(0, listen(l, 8));
+	EXPECT_EQ(0, epoll_wait(ep, &ev, 1, 0)) TH_LOG("ready with no client");
+	c = tcp_client(_metadata, &bound);
+	EXPECT_EQ(1, epoll_wait(ep, &ev, 1, PROMPT_MS))
+		TH_LOG("epoll did not hear of the TCP client");
+	EXPECT_EQ(1, poll(&p, 1, PROMPT_MS));
+	s = accept_one(_metadata, l);
+	both_ways(_metadata, c, s);
+	close(s);
+	close(c);
+	close(ep);
+	close(l);
+}
+
+/* The option takes a listening TCP socket, or -1 to let go of it. */
+TEST_F(tcp_listen, option_takes_a_tcp_listener)
 {
 	struct ep bound;
-	int t = socket(variant->family, SOCK_STREAM, 0);
-	int l;
+	int l = rs_socket(variant->family, 0);
+	int udp = socket(variant->family, SOCK_DGRAM, 0);
+	int idle = socket(variant->family, SOCK_STREAM, 0);
+	int null = open("/dev/null", O_RDONLY);
+	int other = make_listener(_metadata, variant->family, 0, 1, &bound);
+	int t = tcp_listening(_metadata, &self->host, &bound);
 
-	ASSERT_LE(0, t);
-	ASSERT_EQ(0, bind(t, SA(&self->host), self->host.len));
-	ASSERT_EQ(0, listen(t, 1));
-	name_of(_metadata, t, false, &bound);
-	l = rs_socket(variant->family, 0);
 	ASSERT_LE(0, l);
-	ASSERT_EQ(0, set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, 1));
-	ASSERT_EQ(0, bind(l, SA(&bound), bound.len))
-		TH_LOG("bind %s: %s", ep_str(&bound), strerror(errno));
-	EXPECT_EQ(EADDRINUSE, errno_of(listen(l, 1)));
-	ASSERT_EQ(0, set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, 0));
-	EXPECT_EQ(0, listen(l, 1)) TH_LOG("listen: %s", strerror(errno));
-	close(l);
+	ASSERT_LE(0, udp);
+	ASSERT_LE(0, idle);
+	ASSERT_LE(0, null);
+	EXPECT_EQ(ENOTSOCK, errno_of(set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, null)));
+	EXPECT_EQ(EBADF, errno_of(set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, 4000)));
+	EXPECT_EQ(EINVAL, errno_of(set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, udp)));
+	EXPECT_EQ(EINVAL, errno_of(set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, idle)));
+	EXPECT_EQ(EINVAL, errno_of(set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, other)));
+	EXPECT_EQ(EINVAL, errno_of(set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, l)));
+	EXPECT_EQ(0, int_opt(l, SOL_RDMA, RSTREAM_TCP_LISTEN));
+	EXPECT_EQ(0, set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, t));
+	EXPECT_EQ(1, int_opt(l, SOL_RDMA, RSTREAM_TCP_LISTEN));
+	EXPECT_EQ(0, set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, -1));
+	EXPECT_EQ(0, int_opt(l, SOL_RDMA, RSTREAM_TCP_LISTEN));
 	close(t);
+	close(other);
+	close(null);
+	close(idle);
+	close(udp);
+	close(l);
 }
 
 /*
