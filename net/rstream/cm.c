@@ -523,7 +523,7 @@ static int rstream_cm_bind_errno(struct rstream_sock *rs,
  * id that is gone reads as an address no longer there.  rdma_cm's calls
  * here take its global lock, never an id's handler mutex, so the order
  * cm_lock -> rdma_cm's lock cannot meet the handler's handler mutex ->
- * cm_lock in a cycle.
+ * cm_lock in a cycle (but see rstream_cm_listen()).
  */
 
 /* Sock lock held.  @addr is checked by the caller. */
@@ -589,13 +589,28 @@ int rstream_cm_connect(struct rstream_sock *rs,
 }
 
 /* Sock lock held; the socket is bound (rstream_cm_bind()). */
+/*
+ * Sock lock held.  A listener bound to a wildcard address is the one
+ * exception to the rule above: rdma_listen() makes an internal listener
+ * on every device, and when one of them fails (an iWARP device whose TCP
+ * port is taken) it cancels the others under their handler mutexes.  That
+ * id has no device, so no removal can destroy it, and only this socket's
+ * own calls, under the sock lock, can: it listens without cm_lock.
+ */
 int rstream_cm_listen(struct rstream_sock *rs, int backlog)
 {
+	struct rdma_cm_id *id;
 	int err;
 
 	mutex_lock(&rs->cm_lock);
-	err = rs->cm_id ? rdma_listen(rs->cm_id, backlog) : -EADDRNOTAVAIL;
-	mutex_unlock(&rs->cm_lock);
+	id = rs->cm_id;
+	if (id && id->device) {
+		err = rdma_listen(id, backlog);
+		mutex_unlock(&rs->cm_lock);
+	} else {
+		mutex_unlock(&rs->cm_lock);
+		err = id ? rdma_listen(id, backlog) : -EADDRNOTAVAIL;
+	}
 	if (err)
 		return err;
 	WRITE_ONCE(rs->sk.sk_max_ack_backlog, backlog);
