@@ -153,9 +153,16 @@ def build_selftests(ksft_dir, section):
                log=tool_log, check=False)
     section.check("rstream(1) build (-Wall -Wextra -Werror)",
                   tool.returncode == 0, tail(tool_log, 5))
-    if res.returncode or tool.returncode:
+    # rstream-run(8) and its preload library, for rstream_run.sh.
+    run_log = OUT / "rstream-run-build.log"
+    runner = run(["make", "-C", TOOLS / "rstream-run",
+                  f"OUTPUT={OUT / 'tools'}"], log=run_log, check=False)
+    section.check("rstream-run(8) build (-Wall -Wextra -Werror)",
+                  runner.returncode == 0, tail(run_log, 5))
+    if res.returncode or tool.returncode or runner.returncode:
         return None
-    shutil.copy2(OUT / "tools" / "rstream", inst / "rstream")
+    for name in ("rstream", "rstream-run", "librstream-preload.so"):
+        shutil.copy2(OUT / "tools" / name, inst / name)
     return inst
 
 
