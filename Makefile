@@ -6,8 +6,11 @@
 # make bench      the performance targets, measured in one guest (KERNEL=6.12)
 # make vm-shell   an interactive guest with everything loaded (KERNEL=6.12)
 # make deps       install what the above need (Debian 12, as root)
+# make install    rstream(7), rstream(1) and rstream-run(8) (PREFIX=/usr/local);
+#                 the module itself installs with DKMS (README)
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
+PREFIX ?= /usr/local
 KERNELS ?= 6.1 6.12 debug
 KERNEL ?= 6.12
 VM := tools/testing/vm/rstream-vm
@@ -35,4 +38,10 @@ vm-shell:
 deps:
 	$(VM) deps --kernels "$(KERNELS)"
 
-.PHONY: all modules clean run check bench vm-shell deps
+install:
+	install -D -m 0644 Documentation/rstream.7 \
+		$(DESTDIR)$(PREFIX)/share/man/man7/rstream.7
+	$(MAKE) -C tools/rstream install PREFIX=$(PREFIX)
+	$(MAKE) -C tools/rstream-run install PREFIX=$(PREFIX)
+
+.PHONY: all modules clean run check bench vm-shell deps install
