@@ -12,6 +12,7 @@
  * partial writes for up to 200 ms, as MSG_MORE does for one send; setting
  * TCP_NODELAY or clearing TCP_CORK posts what is held.  TCP_MAXSEG reads
  * what one write can carry and is otherwise ignored, as in rsocket.
+ * TCP_INFO reads what the connection has of TCP's (rstream_tcp_info()).
  * RSTREAM_TCP_LISTEN, rstream's own at SOL_RDMA, gives a socket that will
  * listen the caller's TCP listener to take clients from too (tcp.c).
  * Process context.
@@ -101,6 +102,57 @@ int rstream_setsockopt(struct socket *sock, int level, int optname,
 	return err;
 }
 
+/* What TCP_MAXSEG and TCP_INFO's MSS read: half the receive ring. */
+static u32 rstream_maxseg(struct rstream_sock *rs)
+{
+	return rs->ring_size ? rs->ring_size / 2 :
+	       READ_ONCE(rs->sk.sk_rcvbuf) / 2;
+}
+
+/*
+ * TCP_INFO, as far as the connection has the same things: its state, the
+ * bytes sent, completed, corked and received, the writes in flight, the
+ * peer's current grant (tcpi_snd_wnd) and the message credits it left us
+ * (tcpi_snd_cwnd, in writes).  tcpi_snd_mss is TCP_MAXSEG's.  What the RDMA
+ * device keeps to itself reads 0: retransmissions, round trip times.
+ * Sock lock held.
+ */
+static void rstream_tcp_info(struct rstream_sock *rs, struct tcp_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->tcpi_state = rs->sk.sk_state;
+	info->tcpi_snd_mss = rstream_maxseg(rs);
+	info->tcpi_rcv_mss = info->tcpi_snd_mss;
+	info->tcpi_advmss = info->tcpi_snd_mss;
+	info->tcpi_rcv_space = rs->ring_size;
+	if (!test_bit(RSTREAM_F_VERBS, &rs->flags))
+		return;
+	spin_lock_bh(&rs->lock);
+	info->tcpi_unacked = rstream_data_inflight(rs);
+	info->tcpi_snd_wnd = rs->tx.sge_left;
+	info->tcpi_snd_cwnd = (u16)(rs->tx.sseq_comp - rs->tx.sseq_no);
+	info->tcpi_bytes_sent = rs->sbuf_sent;
+	info->tcpi_bytes_acked = rs->sbuf_tail;
+	info->tcpi_notsent_bytes = rstream_tx_pending(rs);
+	info->tcpi_bytes_received = rs->rx.written;
+	info->tcpi_segs_out = rs->sq.posted;
+	spin_unlock_bh(&rs->lock);
+}
+
+static int rstream_get_tcp_info(struct rstream_sock *rs, char __user *optval,
+				int __user *optlen, int len)
+{
+	struct tcp_info info;
+
+	lock_sock(&rs->sk);
+	rstream_tcp_info(rs, &info);
+	release_sock(&rs->sk);
+	len = min_t(unsigned int, len, sizeof(info));
+	if (put_user(len, optlen) || copy_to_user(optval, &info, len))
+		return -EFAULT;
+	return 0;
+}
+
 int rstream_getsockopt(struct socket *sock, int level, int optname,
 		       char __user *optval, int __user *optlen)
 {
@@ -112,6 +164,8 @@ int rstream_getsockopt(struct socket *sock, int level, int optname,
 		return -EFAULT;
 	if (len < 0)
 		return -EINVAL;
+	if (level == SOL_TCP && optname == TCP_INFO)
+		return rstream_get_tcp_info(rs, optval, optlen, len);
 
 	lock_sock(sk);
 	switch (level) {
@@ -146,8 +200,7 @@ int rstream_getsockopt(struct socket *sock, int level, int optname,
 		} else if (optname == TCP_CORK) {
 			val = rs->cork;
 		} else if (optname == TCP_MAXSEG) {
-			val = rs->ring_size ? rs->ring_size / 2 :
-			      READ_ONCE(sk->sk_rcvbuf) / 2;
+			val = rstream_maxseg(rs);
 		} else {
 			release_sock(sk);
 			return -ENOPROTOOPT;

@@ -2509,6 +2509,80 @@ TEST_F(conn, siocoutq_drains)
 }
 
 /*
+ * The kernel's struct tcp_info goes on past glibc's; the fields TCP_INFO
+ * fills for an AF_RSTREAM connection, at the kernel's offsets.
+ */
+struct tcp_info_ext {
+	struct tcp_info base;
+	uint64_t pacing_rate, max_pacing_rate, bytes_acked, bytes_received;
+	uint32_t segs_out, segs_in, notsent_bytes, min_rtt;
+	uint32_t data_segs_in, data_segs_out;
+	uint64_t delivery_rate, busy_time, rwnd_limited, sndbuf_limited;
+	uint32_t delivered, delivered_ce;
+	uint64_t bytes_sent;
+};
+
+static socklen_t tcp_info_of(struct __test_metadata *_metadata, int fd,
+			     struct tcp_info_ext *ti)
+{
+	socklen_t len = sizeof(*ti);
+
+	memset(ti, 0xa5, sizeof(*ti));
+	EXPECT_EQ(0, getsockopt(fd, SOL_TCP, TCP_INFO, ti, &len))
+		TH_LOG("TCP_INFO: %s", strerror(errno));
+	return len;
+}
+
+/*
+ * TCP_INFO, read by iperf3 and ss-like tools, says what the connection
+ * has of TCP's: its state, the bytes sent and acknowledged, received;
+ * what the RDMA device hides (retransmissions) reads 0, not garbage.
+ */
+TEST_F(conn, tcp_info_counts_bytes)
+{
+	struct tcp_info_ext ti;
+	socklen_t short_len = 8;
+	char buf[10000];
+	int u;
+
+	EXPECT_LE(sizeof(ti), tcp_info_of(_metadata, self->c, &ti));
+	EXPECT_EQ(TCP_ESTABLISHED, ti.base.tcpi_state);
+	EXPECT_EQ(0U, ti.base.tcpi_total_retrans);
+	EXPECT_EQ(0U, ti.base.tcpi_retransmits);
+	EXPECT_LT(0U, ti.base.tcpi_snd_mss);
+	EXPECT_EQ(0U, ti.bytes_sent);
+
+	fill(buf, sizeof(buf), 0, 16);
+	ASSERT_EQ(10000, GUARDED(send(self->c, buf, sizeof(buf),
+				      MSG_NOSIGNAL)));
+	EXPECT_EQ(0, wait_ioctl(self->c, SIOCOUTQ, 0));
+	recv_pat(_metadata, self->s, sizeof(buf), 16);
+	tcp_info_of(_metadata, self->c, &ti);
+	EXPECT_EQ(10000U, ti.bytes_sent);
+	EXPECT_EQ(10000U, ti.bytes_acked);
+	EXPECT_EQ(0U, ti.notsent_bytes);
+	EXPECT_EQ(0U, ti.base.tcpi_unacked);
+	EXPECT_LT(0U, ti.segs_out);
+	tcp_info_of(_metadata, self->s, &ti);
+	EXPECT_EQ(10000U, ti.bytes_received);
+	EXPECT_EQ(0U, ti.bytes_sent);
+
+	/* A short buffer gets a prefix; a listener and a new socket, state. */
+	memset(buf, 0, sizeof(buf));
+	ASSERT_EQ(0, getsockopt(self->c, SOL_TCP, TCP_INFO, buf, &short_len));
+	EXPECT_EQ(8U, short_len);
+	EXPECT_EQ(TCP_ESTABLISHED, buf[0]);
+	tcp_info_of(_metadata, self->l, &ti);
+	EXPECT_EQ(TCP_LISTEN, ti.base.tcpi_state);
+	u = rs_socket(AF_INET, 0);
+	ASSERT_LE(0, u);
+	tcp_info_of(_metadata, u, &ti);
+	EXPECT_EQ(TCP_CLOSE, ti.base.tcpi_state);
+	EXPECT_EQ(0U, ti.bytes_sent);
+	close(u);
+}
+
+/*
  * MSG_MORE and TCP_CORK hold a partial write for what follows, as TCP
  * holds a partial segment: the peer sees nothing until a send without
  * MSG_MORE, TCP_CORK cleared, TCP_NODELAY set, or 200 ms have passed
