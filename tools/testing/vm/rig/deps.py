@@ -13,8 +13,10 @@ PACKAGES = [
     # rdma-core in the guests, and for interop tests
     "rdma-core", "ibverbs-utils", "ibverbs-providers", "rdmacm-utils",
     "perftest", "libibverbs-dev", "librdmacm-dev",
-    # an ordinary program run under rdma-core's librspreload.so
-    "netcat-traditional",
+    # ordinary programs, run under rdma-core's librspreload.so and
+    # rstream-run (rstream_run.sh)
+    "netcat-traditional", "iperf3", "redis-server", "redis-tools",
+    "nginx-light", "curl",
     # make bench's profiles in the guest
     "linux-perf",
 ]

@@ -37,6 +37,16 @@ HOST_PROGRAMS = [
     "/usr/bin/ib_write_bw",
     "/usr/bin/ib_write_lat",
     "/usr/bin/nc.traditional",     # an ordinary program, for the preload
+    # Real programs run over AF_RSTREAM by rstream-run (rstream_run.sh):
+    # a bandwidth tool, a key-value server and its clients, an HTTP server
+    # with forked epoll workers and an HTTP client (busybox's wget is
+    # static: the preload library cannot reach it).
+    "/usr/bin/iperf3",
+    "/usr/bin/redis-server",
+    "/usr/bin/redis-cli",
+    "/usr/bin/redis-benchmark",
+    "/usr/sbin/nginx",
+    "/usr/bin/curl",
     "/usr/bin/chrt",               # scheduling policies (busybox has none)
 ]
 KMOD_LINKS = ["modprobe", "insmod", "rmmod", "lsmod", "depmod", "modinfo"]
@@ -55,7 +65,8 @@ HOST_FILES = [
 HOST_PACKAGES = ["busybox-static", "bash", "kmod", "iproute2", "libc6",
                  "rdma-core", "ibverbs-providers", "ibverbs-utils",
                  "libibverbs1", "librdmacm1", "rdmacm-utils", "perftest",
-                 "netcat-traditional", "util-linux"]
+                 "netcat-traditional", "util-linux", "iperf3",
+                 "redis-server", "redis-tools", "nginx-light", "curl"]
 
 # Kernel modules the guest may load, with whatever they depend on.  Ones a
 # kernel does not have (siw on Debian's) are left out.  crc32_generic is
@@ -121,6 +132,11 @@ def make_root_skeleton(root):
         (root / d).mkdir(parents=True, exist_ok=True)
     for d in ["bin", "sbin", "lib", "lib64"]:
         os.symlink(f"usr/{d}", root / d)
+    # Programs that look users up by name (nginx's "user root") find them.
+    (root / "etc/passwd").write_text(
+        "root:x:0:0:root:/root:/bin/sh\n"
+        "nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")
+    (root / "etc/group").write_text("root:x:0:\nnogroup:x:65534:\n")
 
 
 def install_busybox(root, keep):

@@ -6,7 +6,9 @@
 # preload library at one end, both or neither; every run checks its bytes
 # (-T v: a running counter each way), and each case checks from
 # rstream-run's own lines (-v) what each socket became: RDMA, TCP beside
-# RDMA on a converted listener, or TCP after a fallback.
+# RDMA on a converted listener, or TCP after a fallback.  Then real
+# programs, each checked for what it must output: iperf3, redis and nginx
+# with curl.
 
 . "$(dirname "$0")/lib.sh"
 
@@ -143,6 +145,175 @@ exec_server_echoes() {
 		die "echoed $(wc -c < /tmp/run.out) bytes, not the 300000 sent"
 }
 
+# Real programs.  serve <port> <log> <wrapper> <program and args...>: the
+# program in the background as the server, its output in <log>, $server
+# its pid; returns once something listens on <port>.  A case that dies
+# takes its server with it (each case is a subshell): a server left
+# behind would hold the module after the suite.
+serve() {
+	port=$1
+	log=$2
+	wrap=$3
+	shift 3
+	# shellcheck disable=SC2086 # the wrapper is words
+	timeout "$LIMIT" $wrap "$@" > "$log" 2>&1 &
+	server=$!
+	trap 'kill $server 2>/dev/null' EXIT
+	wait_listening "$port"
+}
+
+# json_bytes <file> <key>: the "bytes" of iperf3's JSON object <key>.
+json_bytes() {
+	awk -v k="\"$2\":" '$1 == k { f = 1 }
+			     f && $1 == "\"bytes\":" { sub(",", "", $2); print $2; exit }' "$1"
+}
+
+# iperf3 <port> <server wrapper> <client wrapper> [client options]: one
+# iperf3 test of 16 MiB (-n); the client must send them all, the server
+# receive some and no more, and neither may report an error (iperf3 reads
+# TCP_INFO, sets TCP_NODELAY and SO_SNDBUF on its sockets).  The server
+# stops counting when the client says the test is over, so what is still
+# in flight then is not in its count: on the debug kernel over plain TCP
+# it counted 12189696 of 16777216 bytes.  iperf3 does not check what the
+# bytes are: the other cases do.
+IPERF_BYTES=16777216
+iperf3_run() {
+	port=$1
+	serve "$port" /tmp/run.server "$2" iperf3 -s -1 -B "$ADDR" -p "$port"
+	# shellcheck disable=SC2086
+	timeout "$LIMIT" $3 iperf3 -c "$ADDR" -p "$port" -n $IPERF_BYTES -J $4 \
+		> /tmp/run.json 2> /tmp/run.client ||
+		die "iperf3 client: $(grep error /tmp/run.json) $(cat /tmp/run.client)"
+	wait $server || die "iperf3 server: $(tail -n 5 /tmp/run.server)"
+	sent=$(json_bytes /tmp/run.json sum_sent)
+	got=$(json_bytes /tmp/run.json sum_received)
+	if [ "${sent:-0}" -lt $IPERF_BYTES ] || [ "${got:-0}" -le 0 ] ||
+	   [ "$got" -gt "$sent" ]; then
+		die "iperf3 sent ${sent:-nothing}, the server got ${got:-nothing}"
+	fi
+	if grep -qi "error\|warning" /tmp/run.server /tmp/run.json; then
+		die "iperf3 complained: $(grep -hi "error\|warning" /tmp/run.server /tmp/run.json)"
+	fi
+	echo "iperf3 $4: $sent bytes sent, $got counted, $(awk '$1 == "\"bits_per_second\":" { b = $2 }
+		END { printf "%.2f Gb/s", b / 1e9 }' /tmp/run.json)"
+}
+
+# One stream, then four (-P 4: five connections on one listener, the
+# control one and four data streams, which iperf3's server waits for on
+# one select()).
+iperf3_over_rdma() {
+	iperf3_run 20610 "$RUN -v" "$RUN -v" ""
+	said server "listen on port 20610: RDMA and TCP"
+	said client "connect to $ADDR:20610: RDMA"
+	[ "$(grep -c "connect to.*: RDMA" /tmp/run.client)" = 2 ] ||
+		die "iperf3 -P 1 made other than 2 RDMA connections: $(cat /tmp/run.client)"
+	iperf3_run 20611 "$RUN -v" "$RUN -v" "-P 4"
+	[ "$(grep -c "connect to.*: RDMA" /tmp/run.client)" = 5 ] ||
+		die "iperf3 -P 4 made other than 5 RDMA connections: $(cat /tmp/run.client)"
+}
+
+# The client converted, the server plain TCP: every connection falls back.
+iperf3_client_falls_back() {
+	iperf3_run 20612 "" "$RUN -v" "-P 4"
+	[ "$(grep -c "over RDMA failed (Connection refused): TCP" /tmp/run.client)" = 5 ] ||
+		die "not 5 fallbacks: $(cat /tmp/run.client)"
+}
+
+# redis-server (an event-loop server that sets TCP_NODELAY and the
+# keepalive options on what it accepts): a SET then a GET of a 4 KiB value
+# through redis-cli, then redis-benchmark with 4 clients; a plain TCP
+# redis-cli and redis-benchmark reach the same converted server.
+redis_set_get_and_benchmark() {
+	serve 20620 /tmp/run.server "$RUN -v" redis-server --bind "$ADDR" \
+		--port 20620 --save "" --appendonly no --protected-mode no \
+		--dir /tmp --logfile /tmp/run.redis
+	value=$(head -c 3072 /dev/urandom | base64 -w 0)
+	cli="redis-cli -h $ADDR -p 20620"
+	# shellcheck disable=SC2086 # the commands are words
+	r=$($RUN -v $cli SET key "$value" 2> /tmp/run.client)
+	[ "$r" = OK ] || die "SET: $r $(cat /tmp/run.client)"
+	said client "connect to $ADDR:20620: RDMA"
+	# shellcheck disable=SC2086
+	r=$($RUN $cli GET key)
+	[ "$r" = "$value" ] || die "GET returned ${#r} bytes, not the value SET"
+	# shellcheck disable=SC2086
+	r=$($cli STRLEN key)
+	[ "$r" = 4096 ] || die "plain TCP STRLEN: $r"
+	# The benchmark over RDMA, then over TCP into the same listener.
+	for how in RDMA TCP; do
+		wrap=
+		[ $how = RDMA ] && wrap=$RUN
+		# shellcheck disable=SC2086
+		timeout "$LIMIT" $wrap redis-benchmark -h "$ADDR" -p 20620 -q \
+			-n 2000 -c 4 -t set,get > /tmp/run.out 2>&1 ||
+			die "redis-benchmark: $(tail -n 3 /tmp/run.out)"
+		# -q rewrites its line with \r as it goes.
+		tr '\r' '\n' < /tmp/run.out > /tmp/run.bench
+		for t in SET GET; do
+			grep -q "^$t: [0-9.]* requests per second, p50=" \
+				/tmp/run.bench ||
+				die "redis-benchmark: no $t figure: $(cat /tmp/run.bench)"
+		done
+		grep "requests per second" /tmp/run.bench | sed "s/^/$how: /"
+	done
+	# shellcheck disable=SC2086
+	$cli SHUTDOWN NOSAVE > /dev/null 2>&1
+	wait $server
+	said server "listen on port 20620: RDMA and TCP"
+	if grep -i "error\|setsockopt\|keepalive" /tmp/run.redis; then
+		die "redis-server complained"
+	fi
+}
+
+# nginx: a master that forks workers, each waiting in epoll on the
+# inherited listener, serving a 3 MB file with sendfile() to curl, which
+# sets TCP_NODELAY and the keepalive options; the body must be the file.
+# Then a plain TCP curl from the same listener.
+nginx_serves_curl() {
+	ng=/tmp/run.nginx
+	rm -rf $ng
+	mkdir -p $ng/www
+	head -c 3000000 /dev/urandom > $ng/www/blob
+	cat > $ng/nginx.conf <<-EOF
+		user root;
+		worker_processes 2;
+		daemon off;
+		pid $ng/nginx.pid;
+		error_log $ng/error.log info;
+		events { worker_connections 64; }
+		http {
+			access_log $ng/access.log;
+			sendfile on;
+			tcp_nopush on;
+			client_body_temp_path $ng/body;
+			proxy_temp_path $ng/proxy;
+			fastcgi_temp_path $ng/fastcgi;
+			uwsgi_temp_path $ng/uwsgi;
+			scgi_temp_path $ng/scgi;
+			server { listen $ADDR:20630; root $ng/www; }
+		}
+	EOF
+	serve 20630 /tmp/run.server "$RUN -v" nginx -e $ng/error.log -p $ng \
+		-c $ng/nginx.conf
+	for wrap in "$RUN -v" ""; do
+		# shellcheck disable=SC2086
+		timeout "$LIMIT" $wrap curl -sS -o $ng/got \
+			"http://$ADDR:20630/blob" 2> /tmp/run.client ||
+			die "curl ($wrap): $(cat /tmp/run.client)"
+		cmp $ng/www/blob $ng/got ||
+			die "curl ($wrap) got $(wc -c < $ng/got) bytes, not the file"
+		grep -v rstream-run /tmp/run.client && die "curl complained"
+		[ -z "$wrap" ] || said client "connect to $ADDR:20630: RDMA"
+	done
+	kill "$(cat $ng/nginx.pid)"
+	wait $server
+	said server "listen on port 20630: RDMA and TCP"
+	if grep "\[\(warn\|error\|crit\|alert\|emerg\)\]" $ng/error.log; then
+		die "nginx complained"
+	fi
+}
+
 run_tests both_ends_over_rdma wildcard_listener client_falls_back_to_tcp \
 	tcp_client_reaches_converted_server filters_keep_tcp no_fallback_fails \
-	exec_server_echoes
+	exec_server_echoes iperf3_over_rdma iperf3_client_falls_back \
+	redis_set_get_and_benchmark nginx_serves_curl
