@@ -6,7 +6,9 @@
 # rstream over userspace rsockets and our tool over TCP; raw RDMA writes
 # (ib_write_lat, ib_write_bw) at the sizes the targets compare with; then
 # 1,000 connections held open and set up one after another, over
-# AF_RSTREAM and over TCP.  Every measurement is repeated
+# AF_RSTREAM and over TCP; and real programs (iperf3, redis) over
+# AF_RSTREAM through rstream-run beside the same programs over TCP.
+# Every measurement is repeated
 # RSTREAM_BENCH_RUNS times, interleaved so that drift hits all alike.
 #
 # Output, one figure per line, for the host (rig/bench.py) to reduce:
@@ -14,18 +16,22 @@
 #   L <run> <bytes> <usec typical>               ib_write_lat
 #   W <run> <bytes> <Gb/s>                       ib_write_bw
 #   C <af> <run> <conns> <ms> <KiB used>         held connections
+#   A <figure> <af> <run> <value>                real programs
 # Anything else is shown as it is.
 #
-# RSTREAM_BENCH_ONLY (words: stream, raw, conn) limits what runs;
+# RSTREAM_BENCH_ONLY (words: stream, raw, conn, apps) limits what runs;
 # RSTREAM_BENCH_PERF="<tool>:<test> ..." records a system-wide profile
 # (perf, call graphs) while each test named runs in the first repetition;
 # conn:rstream and conn:tcp name the 1,000 connects.
 
 RUNS=${RSTREAM_BENCH_RUNS:-3}
-ONLY=${RSTREAM_BENCH_ONLY:-"stream raw conn"}
+ONLY=${RSTREAM_BENCH_ONLY:-"stream raw conn apps"}
 ADDR=192.0.2.1
 OURS=/usr/lib/rstream/selftests/rstream
 CMD=/usr/lib/rstream/selftests/rstream_cmd
+RUNNER=/usr/lib/rstream/selftests/rstream-run
+RSTREAM_PRELOAD=/usr/lib/rstream/selftests/librstream-preload.so
+export RSTREAM_PRELOAD
 CONNS=1000
 PORT=7600
 
@@ -236,6 +242,69 @@ conn_run() {
 	sleep 3
 }
 
+# app_client <log> <command>...: a client, retried while its server is
+# still starting (each try refused); its output in <log>.  iperf3 -J exits
+# 0 on a refused connection: the error is in its JSON.
+app_client() {
+	log=$1
+	shift
+	i=0
+	until timeout 120 "$@" > "$log" 2>&1 && ! grep -q '"error":' "$log"; do
+		i=$((i + 1))
+		if [ $i -ge 50 ]; then
+			echo "# $*: $(tail -n 3 "$log" | tr '\n' ' ')"
+			return 1
+		fi
+		sleep 0.2
+	done
+}
+
+# apps_run <af>: iperf3, one stream for 4 s, and redis-benchmark's SET and
+# GET (4 clients, 5,000 requests each), over AF_RSTREAM (both ends run by
+# rstream-run -n: no fallback to TCP) or over TCP.
+apps_run() {
+	af=$1
+	wrap=
+	[ "$af" = rstream ] && wrap="$RUNNER -n"
+	port=$((PORT + 100 + run))
+	[ "$af" = tcp ] && port=$((port + 50))
+	# shellcheck disable=SC2086 # the wrapper is words
+	timeout 120 $wrap iperf3 -s -1 -B $ADDR -p $port > /tmp/app.server 2>&1 &
+	server=$!
+	# shellcheck disable=SC2086
+	app_client /tmp/app.json $wrap iperf3 -c $ADDR -p $port -t 4 -J
+	wait $server || echo "# iperf3 server over $af: $(tail -n 3 /tmp/app.server | tr '\n' ' ')"
+	awk -v af="$af" -v r="$run" '$1 == "\"sum_received\":" { f = 1 }
+		f && $1 == "\"bits_per_second\":" {
+			printf "A iperf3_gbps %s %s %.4f\n", af, r, $2 / 1e9; exit }' \
+		/tmp/app.json
+	# A port of its own: iperf3's connections may still be closing.
+	port=$((port + 20))
+	# shellcheck disable=SC2086
+	timeout 300 $wrap redis-server --bind $ADDR --port $port --save "" \
+		--appendonly no --protected-mode no --dir /tmp \
+		--logfile /tmp/app.redis &
+	server=$!
+	# redis-benchmark started before the server listens hangs (seen
+	# here: 120 s until killed): start it once a PING, made the same way
+	# (over RDMA without fallback, or TCP), is answered.
+	# shellcheck disable=SC2086
+	app_client /tmp/app.ping $wrap redis-cli -h $ADDR -p $port PING
+	# shellcheck disable=SC2086
+	app_client /tmp/app.bench $wrap redis-benchmark -h $ADDR -p $port \
+		-q -n 5000 -c 4 -t set,get
+	# redis-benchmark -q rewrites its line with \r as it goes.
+	tr '\r' '\n' < /tmp/app.bench | awk -v af="$af" -v r="$run" '
+		/requests per second, p50=/ {
+			t = tolower($1); sub(":", "", t); p = $6
+			sub("p50=", "", p)
+			print "A redis_" t "_rps", af, r, $2
+			print "A redis_" t "_p50_ms", af, r, p }'
+	timeout 60 redis-cli -h $ADDR -p $port SHUTDOWN NOSAVE > /dev/null 2>&1 ||
+		kill $server
+	wait $server
+}
+
 echo "# kernel $(uname -r), $(nproc) CPUs, rstream $(modinfo -F version rstream)"
 echo "# rings per socket: $(cat /sys/module/rstream/parameters/mem_default) + $(cat /sys/module/rstream/parameters/wmem_default) bytes"
 
@@ -258,6 +327,10 @@ while [ $run -le "$RUNS" ]; do
 	if wants conn; then
 		conn_run rstream
 		conn_run tcp
+	fi
+	if wants apps; then
+		apps_run rstream
+		apps_run tcp
 	fi
 	run=$((run + 1))
 done

@@ -59,6 +59,7 @@ def parse(text):
     lat = defaultdict(list)         # bytes -> usec typical
     bw = defaultdict(list)          # bytes -> Gb/s
     conn = defaultdict(list)        # (af, "ms"|"kib") -> per connection
+    apps = defaultdict(list)        # (figure, af) -> values
     sites = []
     profile = []
     notes = []
@@ -85,6 +86,8 @@ def parse(text):
                     conn[f[1], "ms"].append(ms / n)
                     # both ends of each connection are sockets
                     conn[f[1], "kib"].append(kib / (2 * n))
+            elif f[0] == "A" and len(f) == 5:
+                apps[f[1], f[2]].append(float(f[4]))
             elif f[0] == "M":
                 sites.append(" ".join(f[1:]))
             elif f[0] == "P":
@@ -93,7 +96,29 @@ def parse(text):
                 notes.append(line)
         except ValueError:
             notes.append(f"# unparsed: {line}")
-    return stream, lat, bw, conn, sites, profile, notes
+    return stream, lat, bw, conn, apps, sites, profile, notes
+
+
+# Real programs' figures (guest/bench.sh apps_run), in the order shown.
+APPS = [("iperf3_gbps", "iperf3, 1 stream (Gb/s)"),
+        ("redis_set_rps", "redis-benchmark SET (requests/s)"),
+        ("redis_set_p50_ms", "redis-benchmark SET p50 (ms)"),
+        ("redis_get_rps", "redis-benchmark GET (requests/s)"),
+        ("redis_get_p50_ms", "redis-benchmark GET p50 (ms)")]
+
+
+def apps_table(apps):
+    if not apps:
+        return []
+    out = ["", "| program, through rstream-run | AF_RSTREAM | TCP | "
+           "AF_RSTREAM / TCP |", "|---|---|---|---|"]
+    for key, label in APPS:
+        ours = Figure(apps.get((key, "rstream"), []))
+        tcp = Figure(apps.get((key, "tcp"), []))
+        vs = (f"{ours.median / tcp.median:.2f}"
+              if ours and tcp and tcp.median else "-")
+        out.append(f"| {label} | {ours.text()} | {tcp.text()} | {vs} |")
+    return out
 
 
 def ring_bytes(notes):
@@ -106,7 +131,7 @@ def ring_bytes(notes):
 
 def report(kernel_name, text):
     """(lines of the report, targets met, targets in all)."""
-    stream, lat, bw, conn, sites, profile, notes = parse(text)
+    stream, lat, bw, conn, apps, sites, profile, notes = parse(text)
     out = [n for n in notes if not n.startswith("# run ")]
 
     def fig(tool, test, unit):
@@ -149,6 +174,7 @@ def report(kernel_name, text):
                f"{beyond.text()} | - |")
     out.append(f"| set-up time per connection (ms, sequential) | "
                f"{setup['rstream'].text()} | {setup['tcp'].text()} |")
+    out.extend(apps_table(apps))
     if sites:
         out.append("")
         out.append("Where an AF_RSTREAM socket's memory is (first run, "

@@ -35,6 +35,19 @@ wait_listening() {
 	done
 }
 
+# wait_converted <port> <log>: until rstream-run (-v) has said, in the
+# server's <log>, what its listener on <port> became.  It says so once the
+# AF_RSTREAM listener listens, after the TCP one: a client that came in
+# between would be refused over RDMA and fall back to TCP.
+wait_converted() {
+	i=0
+	until grep -q "rstream-run.*listen on port $1:" "$2"; do
+		i=$((i + 1))
+		[ $i -lt 200 ] || die "rstream-run never said what port $1 became: $(cat "$2")"
+		sleep 0.1
+	done
+}
+
 # pair <port> <server wrapper> <client wrapper>: an rstream(1) run, the
 # server's and the client's rstream-run lines in /tmp/run.server and
 # /tmp/run.client.  The wrappers are "$RUN [options]" or "" (plain).  The
@@ -48,6 +61,7 @@ pair() {
 		> /tmp/run.server 2>&1 &
 	server=$!
 	wait_listening "$port"
+	[ -z "$2" ] || wait_converted "$port" /tmp/run.server
 	# shellcheck disable=SC2086
 	if ! timeout "$LIMIT" $3 "$DIR/rstream" $XFER -s "$ADDR" -p "$port" \
 		> /tmp/run.client 2>&1; then
@@ -134,6 +148,7 @@ exec_server_echoes() {
 		> /tmp/run.server 2>&1 &
 	server=$!
 	wait_listening 20607
+	wait_converted 20607 /tmp/run.server
 	# -q: the echo's time to come back after the input ends.
 	timeout "$LIMIT" "$RUN" -v nc.traditional -q $((5 * ${RSTREAM_TIME_SCALE:-1})) \
 		"$ADDR" 20607 < /tmp/run.in > /tmp/run.out 2> /tmp/run.client ||
@@ -160,6 +175,7 @@ serve() {
 	server=$!
 	trap 'kill $server 2>/dev/null' EXIT
 	wait_listening "$port"
+	[ -z "$wrap" ] || wait_converted "$port" "$log"
 }
 
 # json_bytes <file> <key>: the "bytes" of iperf3's JSON object <key>.
