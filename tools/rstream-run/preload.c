@@ -198,10 +198,52 @@ static bool parse_rule(char *w, struct rule *r)
 	return true;
 }
 
+/* One RSTREAM_RUN_CONNECT entry; false if it is not one. */
+static bool add_connect(char *w)
+{
+	if (cfg.nconnect >= MAX_RULES || !parse_rule(w, &cfg.connect[cfg.nconnect]))
+		return false;
+	cfg.nconnect++;
+	return true;
+}
+
+/* One RSTREAM_RUN_LISTEN entry, a port number and nothing else. */
+static bool add_listen(char *w)
+{
+	char *end;
+	long p = strtol(w, &end, 10);
+
+	if (cfg.nlisten >= MAX_RULES || end == w || *end || p <= 0 || p > 65535)
+		return false;
+	cfg.listen[cfg.nlisten++] = p;
+	return true;
+}
+
+/*
+ * A comma-separated list in the environment variable @name: unset, empty
+ * or "all" sets *@all, "none" sets *@none, otherwise @add takes each entry
+ * and what it refuses is said and ignored.
+ */
+static void parse_list(const char *name, bool *all, bool *none,
+		       bool (*add)(char *w))
+{
+	const char *v = getenv(name);
+	char *copy, *w, *save;
+
+	*all = !v || !*v || !strcmp(v, "all");
+	*none = v && !strcmp(v, "none");
+	if (*all || *none)
+		return;
+	copy = strdup(v);
+	for (w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save))
+		if (!add(w))
+			fprintf(stderr, "rstream-run: %s: ignoring '%s'\n", name, w);
+	free(copy);
+}
+
 static void parse_config(void)
 {
 	const char *v;
-	char *copy, *w, *save;
 
 	v = getenv("RSTREAM_RUN");
 	cfg.off = v && !strcmp(v, "0");
@@ -214,40 +256,10 @@ static void parse_config(void)
 	if (cfg.timeout_ms <= 0)
 		cfg.timeout_ms = DEFAULT_TIMEOUT_MS;
 
-	v = getenv("RSTREAM_RUN_CONNECT");
-	cfg.connect_all = !v || !*v || !strcmp(v, "all");
-	cfg.connect_none = v && !strcmp(v, "none");
-	if (!cfg.connect_all && !cfg.connect_none) {
-		copy = strdup(v);
-		for (w = strtok_r(copy, ",", &save); w && cfg.nconnect < MAX_RULES;
-		     w = strtok_r(NULL, ",", &save)) {
-			if (parse_rule(w, &cfg.connect[cfg.nconnect]))
-				cfg.nconnect++;
-			else
-				fprintf(stderr,
-					"rstream-run: RSTREAM_RUN_CONNECT: ignoring '%s'\n",
-					w);
-		}
-		free(copy);
-	}
-	v = getenv("RSTREAM_RUN_LISTEN");
-	cfg.listen_all = !v || !*v || !strcmp(v, "all");
-	cfg.listen_none = v && !strcmp(v, "none");
-	if (!cfg.listen_all && !cfg.listen_none) {
-		copy = strdup(v);
-		for (w = strtok_r(copy, ",", &save); w && cfg.nlisten < MAX_RULES;
-		     w = strtok_r(NULL, ",", &save)) {
-			int p = atoi(w);
-
-			if (p > 0 && p < 65536)
-				cfg.listen[cfg.nlisten++] = p;
-			else
-				fprintf(stderr,
-					"rstream-run: RSTREAM_RUN_LISTEN: ignoring '%s'\n",
-					w);
-		}
-		free(copy);
-	}
+	parse_list("RSTREAM_RUN_CONNECT", &cfg.connect_all, &cfg.connect_none,
+		   add_connect);
+	parse_list("RSTREAM_RUN_LISTEN", &cfg.listen_all, &cfg.listen_none,
+		   add_listen);
 }
 
 static void init(void)
