@@ -79,8 +79,11 @@ CASES="$CASES $VOLUME_NAME"
 PRELOAD=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so
 FILE_IN=/tmp/preload-file.in
 
+# -v: nc.traditional reports its own failures (a failed select() or
+# getsockname() after accept) only when verbose, and otherwise exits 1
+# with nothing on stderr, which is all a failure once seen on 6.12 left.
 preload_nc() {
-	LD_PRELOAD=$PRELOAD timeout "$((60 * SCALE))" nc.traditional -n "$@"
+	LD_PRELOAD=$PRELOAD timeout "$((60 * SCALE))" nc.traditional -n -v "$@"
 }
 
 # same_file <received>: the received file is the one sent.
