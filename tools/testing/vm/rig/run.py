@@ -610,8 +610,8 @@ def bench_runs():
 BENCH_LIMIT = 3600
 # 1,000 connections held open at both ends need more than the default.
 BENCH_MEMORY = 4096
-# perf for the profiles: only in make bench's guest (the checks' guests
-# boot faster without its libraries).
+# perf for the profiles: only in make bench's and make vm-shell's guests
+# (the checks' guests boot faster without its libraries).
 BENCH_PROGRAMS = (["/usr/bin/perf"], ["linux-perf"])
 
 
@@ -662,8 +662,9 @@ def shell(name):
     if not built:
         return 1
     kernel, modules, selftests = built
+    # perf too: the shell is where a profile is taken by hand.
     guests, _ = make_guests(kernel, modules, selftests, "loopback", "shell",
-                            [])
+                            [], extra=BENCH_PROGRAMS)
     say(f"selftests in {GUEST_LIB}/selftests, modules in "
         f"/lib/modules/{kernel.release}/extra; Ctrl-A X quits QEMU")
     return subprocess.run(qemu.qemu_command(guests[0],
