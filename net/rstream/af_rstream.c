@@ -29,11 +29,21 @@
 
 #include "rstream.h"
 
+/*
+ * SO_KEEPALIVE (sock_setsockopt(), sock lock held): a transparent socket's
+ * TCP side follows it.
+ */
+static void rstream_keepalive(struct sock *sk, int val)
+{
+	rstream_fallback_keepalive(rstream_sk(sk), val);
+}
+
 /* The memory fields: what connections pin is socket memory (mem.c). */
 static struct proto rstream_proto = {
 	.name			= "RSTREAM",
 	.owner			= THIS_MODULE,
 	.obj_size		= sizeof(struct rstream_sock),
+	.keepalive		= rstream_keepalive,
 	.memory_allocated	= &rstream_memory_allocated,
 	.per_cpu_fw_alloc	= &rstream_memory_per_cpu_fw_alloc,
 	.sysctl_mem		= rstream_sysctl_mem,
@@ -102,6 +112,9 @@ struct rstream_sock *rstream_sock_alloc(struct net *net, struct sock *parent,
 
 	rs = rstream_sk(sk);
 	rstream_conn_init(rs);
+	rstream_fallback_sock_init(rs);
+	rs->paths = RSTREAM_PATH_RDMA;
+	rs->connect_timeout = msecs_to_jiffies(RSTREAM_CONNECT_TIMEOUT_MS);
 	if (parent) {
 		struct rstream_sock *lrs = rstream_sk(parent);
 
@@ -111,6 +124,8 @@ struct rstream_sock *rstream_sock_alloc(struct net *net, struct sock *parent,
 		rs->rq_size = lrs->rq_size;
 		rs->inline_size = lrs->inline_size;
 		rs->sizes_fixed = true;
+		/* A transparent listener's children say so too (SO_PROTOCOL). */
+		sk->sk_protocol = parent->sk_protocol;
 		sk->sk_rcvbuf = parent->sk_rcvbuf;
 		sk->sk_sndbuf = parent->sk_sndbuf;
 		sk->sk_userlocks = parent->sk_userlocks;
@@ -207,8 +222,8 @@ static bool rstream_unicast(const struct sockaddr_storage *ss)
 	return !ipv6_addr_is_multicast(&sin6->sin6_addr);
 }
 
-static int rstream_bind(struct socket *sock, struct sockaddr *addr,
-			int addrlen)
+static int rstream_rdma_bind(struct socket *sock, struct sockaddr *addr,
+			     int addrlen)
 {
 	struct sock *sk = sock->sk;
 	struct rstream_sock *rs = rstream_sk(sk);
@@ -283,26 +298,25 @@ static int rstream_sock_renew(struct rstream_sock *rs)
 	return err;
 }
 
-static int rstream_listen(struct socket *sock, int backlog)
+/* listen() over RDMA.  Sock lock held. */
+static int rstream_rdma_listen_locked(struct socket *sock, int backlog)
 {
 	struct sock *sk = sock->sk;
 	struct rstream_sock *rs = rstream_sk(sk);
-	int err = -EINVAL;
+	int err;
 
-	lock_sock(sk);
 	if (sock->state != SS_UNCONNECTED)
-		goto out;
+		return -EINVAL;
 	if (sk->sk_state == TCP_LISTEN) {
 		WRITE_ONCE(sk->sk_max_ack_backlog, backlog);
-		err = 0;
-		goto out;
+		return 0;
 	}
 	if (sk->sk_state != TCP_CLOSE)
-		goto out;
+		return -EINVAL;
 	if (rstream_needs_renew(rs)) {
 		err = rstream_sock_renew(rs);
 		if (err)
-			goto out;
+			return err;
 	}
 	if (!rs->bound) {
 		/* As TCP: an unbound listener gets an ephemeral port on any. */
@@ -310,12 +324,19 @@ static int rstream_listen(struct socket *sock, int backlog)
 
 		err = rstream_cm_bind(rs, (struct sockaddr *)&any);
 		if (err)
-			goto out;
+			return err;
 	}
 	rstream_fix_sizes(rs);
-	err = rstream_cm_listen(rs, backlog);
-out:
-	release_sock(sk);
+	return rstream_cm_listen(rs, backlog);
+}
+
+static int rstream_rdma_listen(struct socket *sock, int backlog)
+{
+	int err;
+
+	lock_sock(sock->sk);
+	err = rstream_rdma_listen_locked(sock, backlog);
+	release_sock(sock->sk);
 	return err;
 }
 
@@ -339,8 +360,8 @@ static int rstream_wait_connect(struct sock *sk, long *timeo)
 	return err == -EAGAIN ? -EINPROGRESS : err;
 }
 
-static int rstream_connect(struct socket *sock, struct sockaddr *addr,
-			   int addrlen, int flags)
+static int rstream_rdma_connect(struct socket *sock, struct sockaddr *addr,
+				int addrlen, int flags)
 {
 	struct sock *sk = sock->sk;
 	struct rstream_sock *rs = rstream_sk(sk);
@@ -364,10 +385,14 @@ static int rstream_connect(struct socket *sock, struct sockaddr *addr,
 				goto out;
 			break;
 		}
-		/* Finished since: report as TCP does. */
+		/*
+		 * Finished since: as TCP, the first call after a nonblocking
+		 * connect that was made returns 0 (hiredis asks so), later
+		 * ones EISCONN.
+		 */
 		if (sk->sk_state == TCP_ESTABLISHED) {
 			sock->state = SS_CONNECTED;
-			err = -EISCONN;
+			err = 0;
 			goto out;
 		}
 		err = sock_error(sk) ?: -ECONNABORTED;
@@ -420,12 +445,35 @@ out:
 	return err;
 }
 
+/*
+ * A TCP client accepted into @tcp becomes an AF_RSTREAM socket on TCP,
+ * @newsock's (fallback.c).  Process context, no lock held.
+ */
+static int rstream_accept_tcp(struct sock *sk, struct socket *tcp,
+			      struct socket *newsock, bool kern)
+{
+	struct rstream_sock *child;
+
+	child = rstream_sock_alloc(sock_net(sk), sk, kern);
+	if (!child) {
+		sock_release(tcp);
+		return -ENOMEM;
+	}
+	lock_sock(&child->sk);
+	sock_graft(&child->sk, newsock);
+	newsock->state = SS_CONNECTED;
+	rstream_fallback_adopt(child, tcp);
+	release_sock(&child->sk);
+	return 0;
+}
+
 static int rstream_accept_common(struct socket *sock, struct socket *newsock,
 				 int flags, bool kern)
 {
 	struct sock *sk = sock->sk;
 	struct rstream_sock *rs = rstream_sk(sk), *child;
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	struct socket *tcp = NULL;
 	long timeo;
 	int err = 0;
 
@@ -439,16 +487,16 @@ static int rstream_accept_common(struct socket *sock, struct socket *newsock,
 		child = rstream_cm_dequeue(rs);
 		if (child)
 			break;
-		/*
-		 * A TCP client: @newsock becomes its TCP socket (tcp.c).  Not
-		 * for kernel_accept(), which sets our ops after the accept.
-		 */
-		if (!kern && rstream_tcp_accept_ready(rs)) {
-			err = rstream_tcp_accept(rs, newsock);
-			if (err != -EAGAIN) {
-				release_sock(sk);
-				return err;
-			}
+		/* A client of the listener's TCP side (fallback.c). */
+		if (rstream_fallback_accept_ready(rs)) {
+			tcp = rstream_fallback_accept(rs);
+			if (!IS_ERR(tcp))
+				break;
+			err = PTR_ERR(tcp);
+			tcp = NULL;
+			if (err != -EAGAIN)
+				break;
+			err = 0;
 		}
 		if (sk->sk_err) {
 			err = sock_error(sk);
@@ -458,7 +506,7 @@ static int rstream_accept_common(struct socket *sock, struct socket *newsock,
 		 * Its device went away: no connection will come again, but
 		 * over TCP if it listens there too.
 		 */
-		if (!READ_ONCE(rs->cm_id) && (kern || !rs->tcp)) {
+		if (!READ_ONCE(rs->cm_id) && !rs->tcp) {
 			err = -ENODEV;
 			break;
 		}
@@ -467,13 +515,15 @@ static int rstream_accept_common(struct socket *sock, struct socket *newsock,
 			break;
 		add_wait_queue(sk_sleep(sk), &wait);
 		sk_wait_event(sk, &timeo, rstream_cm_accept_ready(rs) ||
-			      (!kern && rstream_tcp_accept_ready(rs)) ||
+			      rstream_fallback_accept_ready(rs) ||
 			      sk->sk_state != TCP_LISTEN, &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 	}
 	release_sock(sk);
 	if (err)
 		return err;
+	if (tcp)
+		return rstream_accept_tcp(sk, tcp, newsock, kern);
 
 	lock_sock(&child->sk);
 	sock_graft(&child->sk, newsock);
@@ -496,20 +546,13 @@ static int rstream_accept(struct socket *sock, struct socket *newsock,
 }
 #endif
 
-static int rstream_getname(struct socket *sock, struct sockaddr *addr,
-			   int peer)
+static int rstream_rdma_getname(struct socket *sock, struct sockaddr *addr,
+				int peer)
 {
 	struct sock *sk = sock->sk;
 	struct rstream_sock *rs = rstream_sk(sk);
 	struct sockaddr_storage *ss;
 	int len;
-
-	/*
-	 * A TCP client accept() handed over (tcp.c): 6.10's accept path
-	 * asks for the new socket's name with the ops it started with.
-	 */
-	if (sk->sk_family != rstream_param(RSTREAM_PARAM_FAMILY))
-		return READ_ONCE(sock->ops)->getname(sock, addr, peer);
 
 	lock_sock(sk);
 	if (peer) {
@@ -542,19 +585,17 @@ static int rstream_getname(struct socket *sock, struct sockaddr *addr,
 }
 
 /* As tcp_poll(): lockless reads of state the handlers publish. */
-static __poll_t rstream_poll(struct file *file, struct socket *sock,
-			     poll_table *wait)
+static __poll_t rstream_poll_mask(struct rstream_sock *rs)
 {
-	struct sock *sk = sock->sk;
-	struct rstream_sock *rs = rstream_sk(sk);
+	struct sock *sk = &rs->sk;
 	int state = rstream_state(sk);
 	u8 shutdown = READ_ONCE(sk->sk_shutdown);
 	bool rcv_shut, snd_shut;
 	__poll_t mask = 0;
 
-	sock_poll_wait(file, sock, wait);
 	if (state == TCP_LISTEN) {
-		if (rstream_cm_accept_ready(rs) || rstream_tcp_accept_ready(rs))
+		if (rstream_cm_accept_ready(rs) ||
+		    rstream_fallback_accept_ready(rs))
 			mask |= EPOLLIN | EPOLLRDNORM;
 		/* Its device went away: accept() says so, unless TCP goes on. */
 		if (READ_ONCE(sk->sk_err) ||
@@ -593,8 +634,8 @@ static __poll_t rstream_poll(struct file *file, struct socket *sock,
 	return mask;
 }
 
-static int rstream_ioctl(struct socket *sock, unsigned int cmd,
-			 unsigned long arg)
+static int rstream_rdma_ioctl(struct socket *sock, unsigned int cmd,
+			      unsigned long arg)
 {
 	struct sock *sk = sock->sk;
 	struct rstream_sock *rs = rstream_sk(sk);
@@ -621,7 +662,7 @@ static int rstream_ioctl(struct socket *sock, unsigned int cmd,
 	return put_user(answ, (int __user *)arg);
 }
 
-static int rstream_shutdown(struct socket *sock, int how)
+static int rstream_rdma_shutdown(struct socket *sock, int how)
 {
 	struct sock *sk = sock->sk;
 	struct rstream_sock *rs = rstream_sk(sk);
@@ -675,7 +716,7 @@ static int rstream_release(struct socket *sock)
 	sock_orphan(sk);
 	release_sock(sk);
 
-	rstream_tcp_close(rs);
+	rstream_fallback_release(rs);
 	if (listener) {
 		rstream_cm_close_listener(rs);
 	} else if (!test_bit(RSTREAM_F_VERBS, &rs->flags) &&
@@ -699,7 +740,7 @@ static int rstream_release(struct socket *sock)
  * held, as tcp_splice_eof() does, unless TCP_CORK holds it on purpose.
  * Process context.
  */
-static void rstream_splice_eof(struct socket *sock)
+static void rstream_rdma_splice_eof(struct socket *sock)
 {
 	struct sock *sk = sock->sk;
 	struct rstream_sock *rs = rstream_sk(sk);
@@ -708,6 +749,226 @@ static void rstream_splice_eof(struct socket *sock)
 	if (!rs->cork)
 		rstream_tx_push(rs, true);
 	release_sock(sk);
+}
+#endif
+
+/*
+ * The socket calls.  A connection on TCP (a transparent socket that fell
+ * back, a TCP client accept() handed out) has every call go to its TCP
+ * socket, through fallback.c.  A transparent socket (RSTREAM_PROTO_TCP4/6)
+ * that may still use TCP keeps its TCP side in step: bind and listen are
+ * TCP's first, settings go to both, and a connection attempt that RDMA
+ * cannot make goes on over TCP.  Every other socket, a connection over
+ * RDMA included, takes the RDMA calls above: one test of a flag apart,
+ * nothing of TCP's is on their way.
+ */
+
+static bool rstream_has_tcp(struct rstream_sock *rs)
+{
+	return rs->tcp && (rstream_paths(rs) & RSTREAM_PATH_TCP);
+}
+
+static int rstream_bind(struct socket *sock, struct sockaddr *addr,
+			int addrlen)
+{
+	struct sock *sk = sock->sk;
+	struct rstream_sock *rs = rstream_sk(sk);
+	int err;
+
+	if (!rstream_has_tcp(rs))
+		return rstream_rdma_bind(sock, addr, addrlen);
+	lock_sock(sk);
+	if (sk->sk_state != TCP_CLOSE && !rs->on_tcp)
+		err = -EINVAL;
+	else
+		err = rstream_fallback_bind(rs, addr, addrlen);
+	release_sock(sk);
+	return err;
+}
+
+/*
+ * TCP listens first, as asked; then RDMA at TCP's address and port.  If
+ * RDMA cannot listen there (an address no RDMA device has, a port taken
+ * in rdma_cm's space), the listener is TCP's alone.
+ */
+static int rstream_listen(struct socket *sock, int backlog)
+{
+	struct sock *sk = sock->sk;
+	struct rstream_sock *rs = rstream_sk(sk);
+	int err = -EINVAL;
+
+	if (!rstream_has_tcp(rs))
+		return rstream_rdma_listen(sock, backlog);
+	lock_sock(sk);
+	if (rs->on_tcp || sock->state != SS_UNCONNECTED ||
+	    (sk->sk_state != TCP_CLOSE && sk->sk_state != TCP_LISTEN))
+		goto out;
+	err = rstream_fallback_listen(rs, backlog);
+	if (err)
+		goto out;
+	if (sk->sk_state == TCP_CLOSE && (rs->paths & RSTREAM_PATH_RDMA)) {
+		int rdma_err = rstream_rdma_listen_locked(sock, backlog);
+
+		/* RSTREAM_FALLBACK says why RDMA does not listen. */
+		if (rdma_err) {
+			rs->paths &= ~RSTREAM_PATH_RDMA;
+			WRITE_ONCE(rs->fallback_err, -rdma_err);
+			rstream_cm_drop_id(rs);
+		}
+	}
+	WRITE_ONCE(sk->sk_max_ack_backlog, backlog);
+	rstream_set_state(sk, TCP_LISTEN);
+out:
+	release_sock(sk);
+	return err;
+}
+
+static int rstream_connect(struct socket *sock, struct sockaddr *addr,
+			   int addrlen, int flags)
+{
+	struct rstream_sock *rs = rstream_sk(sock->sk);
+	int err;
+
+	if (!rs->tcp)
+		return rstream_rdma_connect(sock, addr, addrlen, flags);
+	if (rstream_on_tcp(rs) || !(READ_ONCE(rs->paths) & RSTREAM_PATH_RDMA))
+		return rstream_fallback_connect(rs, addr, addrlen, flags, 0);
+	err = rstream_rdma_connect(sock, addr, addrlen, flags);
+	if (!err)
+		return 0;
+	if (rstream_on_tcp(rs)) {
+		/*
+		 * The attempt went over to TCP while we waited: wait for TCP,
+		 * unless its connect failed at once, which was the answer.
+		 */
+		if (READ_ONCE(rs->tcp->state) == SS_UNCONNECTED)
+			return err;
+		return rstream_fallback_connect(rs, addr, addrlen, flags, 0);
+	}
+	if (!rstream_fallback_usable(rs, -err))
+		return err;
+	return rstream_fallback_connect(rs, addr, addrlen, flags, -err);
+}
+
+static int rstream_getname(struct socket *sock, struct sockaddr *addr,
+			   int peer)
+{
+	struct rstream_sock *rs = rstream_sk(sock->sk);
+
+	/* Unconnected or listening: the name is TCP's, RDMA has the same. */
+	if (rstream_on_tcp(rs) ||
+	    (!peer && rstream_has_tcp(rs) &&
+	     rstream_state(&rs->sk) != TCP_SYN_SENT))
+		return rstream_fallback_getname(rs, addr, peer);
+	return rstream_rdma_getname(sock, addr, peer);
+}
+
+/*
+ * Once an RDMA attempt is given up for TCP (rstream_fallback_begin(),
+ * before the CM marks it dead), the socket is still connecting until the
+ * switch to TCP: what the dying attempt shows is not its state.
+ */
+static __poll_t rstream_poll(struct file *file, struct socket *sock,
+			     poll_table *wait)
+{
+	struct rstream_sock *rs = rstream_sk(sock->sk);
+	__poll_t mask;
+
+	sock_poll_wait(file, sock, wait);
+	if (rstream_on_tcp(rs))
+		return rstream_fallback_poll(file, rs);
+	mask = rstream_poll_mask(rs);
+	/* Pairs with the barrier in rstream_fallback_begin(). */
+	smp_rmb();
+	if (!READ_ONCE(rs->fallback_err))
+		return mask;
+	return rstream_on_tcp(rs) ? rstream_fallback_poll(file, rs) : 0;
+}
+
+static int rstream_ioctl(struct socket *sock, unsigned int cmd,
+			 unsigned long arg)
+{
+	struct rstream_sock *rs = rstream_sk(sock->sk);
+
+	if (rstream_on_tcp(rs))
+		return rstream_fallback_ioctl(rs, cmd, arg);
+	return rstream_rdma_ioctl(sock, cmd, arg);
+}
+
+static int rstream_shutdown(struct socket *sock, int how)
+{
+	struct rstream_sock *rs = rstream_sk(sock->sk);
+
+	if (rstream_on_tcp(rs))
+		return rstream_fallback_shutdown(rs, how);
+	return rstream_rdma_shutdown(sock, how);
+}
+
+/*
+ * Until the path is chosen, an option goes to TCP, whose answer is the
+ * caller's, then to the RDMA side, which keeps what it has of it: TCP's
+ * options keep their meaning after a fallback.  TCP_ULP would replace the
+ * TCP socket's ops under us: refused, as SMC does.
+ */
+static int rstream_setsockopt(struct socket *sock, int level, int optname,
+			      sockptr_t optval, unsigned int optlen)
+{
+	struct rstream_sock *rs = rstream_sk(sock->sk);
+	u8 paths = rstream_paths(rs);
+	int err;
+
+	if (level == SOL_RDMA || !rs->tcp || !(paths & RSTREAM_PATH_TCP))
+		return rstream_rdma_setsockopt(sock, level, optname, optval,
+					       optlen);
+	if (level == SOL_TCP && optname == TCP_ULP)
+		return -EOPNOTSUPP;
+	err = rstream_fallback_setsockopt(rs, level, optname, optval, optlen);
+	if (!err && (paths & RSTREAM_PATH_RDMA))
+		rstream_rdma_setsockopt(sock, level, optname, optval, optlen);
+	return err;
+}
+
+static int rstream_getsockopt(struct socket *sock, int level, int optname,
+			      char __user *optval, int __user *optlen)
+{
+	struct rstream_sock *rs = rstream_sk(sock->sk);
+
+	if (level != SOL_RDMA && rstream_has_tcp(rs))
+		return rstream_fallback_getsockopt(rs, level, optname, optval,
+						   optlen);
+	return rstream_rdma_getsockopt(sock, level, optname, optval,
+				       optlen);
+}
+
+static int rstream_sendmsg(struct socket *sock, struct msghdr *msg,
+			   size_t len)
+{
+	struct rstream_sock *rs = rstream_sk(sock->sk);
+
+	if (rstream_on_tcp(rs))
+		return rstream_fallback_sendmsg(rs, msg, len);
+	return rstream_rdma_sendmsg(sock, msg, len);
+}
+
+static int rstream_recvmsg(struct socket *sock, struct msghdr *msg,
+			   size_t len, int flags)
+{
+	struct rstream_sock *rs = rstream_sk(sock->sk);
+
+	if (rstream_on_tcp(rs))
+		return rstream_fallback_recvmsg(rs, msg, len, flags);
+	return rstream_rdma_recvmsg(sock, msg, len, flags);
+}
+
+#ifdef RSTREAM_HAVE_SPLICE_EOF
+static void rstream_splice_eof(struct socket *sock)
+{
+	struct rstream_sock *rs = rstream_sk(sock->sk);
+
+	if (rstream_on_tcp(rs))
+		rstream_fallback_splice_eof(rs);
+	else
+		rstream_rdma_splice_eof(sock);
 }
 #endif
 
@@ -738,26 +999,41 @@ static const struct proto_ops rstream_stream_ops = {
 };
 
 /*
- * socket(AF_RSTREAM, SOCK_STREAM, 0 or IPPROTO_TCP), as rsocket() accepts.
- * Process context.
+ * socket(AF_RSTREAM, SOCK_STREAM, 0 or IPPROTO_TCP), as rsocket() accepts,
+ * or RSTREAM_PROTO_TCP4/6 for a transparent socket.  Process context.
  */
 static int rstream_create(struct net *net, struct socket *sock, int protocol,
 			  int kern)
 {
+	bool transparent = protocol == RSTREAM_PROTO_TCP4 ||
+			   protocol == RSTREAM_PROTO_TCP6;
 	struct rstream_sock *rs;
+	int err;
 
 	if (sock->type != SOCK_STREAM)
 		return -ESOCKTNOSUPPORT;
-	if (protocol && protocol != IPPROTO_TCP)
+	if (protocol && protocol != IPPROTO_TCP && !transparent)
 		return -EPROTONOSUPPORT;
 
 	rs = rstream_sock_alloc(net, NULL, kern);
 	if (!rs)
 		return -ENOMEM;
+	if (transparent) {
+		rs->sk.sk_protocol = protocol;
+		err = rstream_fallback_create(rs, sock, kern);
+		if (err) {
+			sock_put(&rs->sk);
+			return err;
+		}
+		/* The CM hands a failed attempt over (fallback.c). */
+		rs->fallback = rstream_fallback_begin;
+		rs->connect_timeout =
+			msecs_to_jiffies(RSTREAM_FALLBACK_TIMEOUT_MS);
+	}
 	/*
 	 * The wait queue's lock gets a class of its own: a TCP listener's
 	 * wake-up (RSTREAM_TCP_LISTEN) wakes this queue with that socket's
-	 * queue lock, of the class every socket's has, held (tcp.c).
+	 * queue lock, of the class every socket's has, held (fallback.c).
 	 */
 	lockdep_set_class(&sock->wq.wait.lock, &rstream_wq_lock_key);
 	sock->state = SS_UNCONNECTED;

@@ -20,11 +20,6 @@
 #include "rstream.h"
 
 #define RSTREAM_RESOLVE_TIMEOUT_MS	5000
-/*
- * rdma_cm retries an unanswered REQ for about a minute; a connect() to a
- * host that is not there gives up sooner, with ETIMEDOUT.
- */
-#define RSTREAM_CONNECT_TIMEOUT		(20 * HZ)
 
 /* Protects every listener's embryos and accept_queue and child->listener. */
 static DEFINE_SPINLOCK(rstream_accept_lock);
@@ -85,6 +80,17 @@ static void rstream_cm_connect_done(struct rstream_sock *rs)
 }
 
 /*
+ * A socket the socket layer handed a fallback (a transparent one) may go
+ * on without RDMA after the attempt failed with @err: then nothing of the
+ * failure is published, and the socket layer carries on.  Asked before
+ * anything of the failure shows.
+ */
+static bool rstream_cm_fallback(struct rstream_sock *rs, int err)
+{
+	return rs->fallback && rs->fallback(rs, err);
+}
+
+/*
  * Active side set-up failed with @err: free what exists, wake connect().
  * The error goes first: rstream_conn_destroy() marks the connection dead
  * long before it has freed everything (milliseconds under soft-RoCE), and
@@ -94,13 +100,17 @@ static void rstream_cm_connect_done(struct rstream_sock *rs)
 static void rstream_cm_connect_failed(struct rstream_sock *rs, int err)
 {
 	struct sock *sk = &rs->sk;
+	bool quiet = rstream_cm_fallback(rs, err);
 
-	WRITE_ONCE(sk->sk_err, err);
+	if (!quiet)
+		WRITE_ONCE(sk->sk_err, err);
 	smp_wmb();	/* the error before the dead flag; see above */
 	rstream_cm_connect_done(rs);
 	mutex_lock(&rs->cm_lock);
 	rstream_conn_destroy(rs);
 	mutex_unlock(&rs->cm_lock);
+	if (quiet)
+		return;
 	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
 	rstream_set_state(sk, TCP_CLOSE);
 	rstream_wake(sk, EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP);
@@ -251,6 +261,16 @@ static int rstream_cm_request(struct rstream_sock *lrs, struct rdma_cm_id *id,
 		rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
 		return 1;
 	}
+	/*
+	 * SO_BINDTODEVICE on the listener: only connections that came
+	 * through that netdev, as for a TCP listener.
+	 */
+	if (READ_ONCE(lsk->sk_bound_dev_if) &&
+	    READ_ONCE(lsk->sk_bound_dev_if) !=
+	    id->route.addr.dev_addr.bound_dev_if) {
+		rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
+		return 1;
+	}
 	err = rstream_conn_data_parse(ev->param.conn.private_data,
 				      ev->param.conn.private_data_len,
 				      &peer, &why);
@@ -395,7 +415,7 @@ static int rstream_cm_device_removal(struct rstream_sock *rs,
 				     struct rdma_cm_id *id)
 {
 	struct sock *sk = &rs->sk;
-	bool ours;
+	bool ours, quiet;
 
 	/*
 	 * Once the id is detached, a close() or a teardown finds no id to
@@ -409,10 +429,13 @@ static int rstream_cm_device_removal(struct rstream_sock *rs,
 
 	/*
 	 * The error before the connection reads as dead (see rx.c).  Not on
-	 * a listener that takes TCP clients too: it goes on with those.
+	 * a listener: it has no connection to fail, and its accept() and
+	 * poll() tell from the missing id (a listener may go on without
+	 * RDMA).  Nor on an attempt that goes on without RDMA.
 	 */
-	if (!READ_ONCE(sk->sk_err) &&
-	    !(sk->sk_state == TCP_LISTEN && READ_ONCE(rs->tcp)))
+	quiet = rstream_state(sk) == TCP_SYN_SENT &&
+		rstream_cm_fallback(rs, ENODEV);
+	if (!quiet && !READ_ONCE(sk->sk_err) && sk->sk_state != TCP_LISTEN)
 		WRITE_ONCE(sk->sk_err, ENODEV);
 	mutex_lock(&rs->cm_lock);
 	ours = rs->cm_id == id;
@@ -422,10 +445,12 @@ static int rstream_cm_device_removal(struct rstream_sock *rs,
 	mutex_unlock(&rs->cm_lock);
 
 	rstream_cm_connect_done(rs);
-	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
-	if (sk->sk_state != TCP_LISTEN)
-		rstream_set_state(sk, TCP_CLOSE);
-	rstream_wake(sk, EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP);
+	if (!quiet) {
+		WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
+		if (sk->sk_state != TCP_LISTEN)
+			rstream_set_state(sk, TCP_CLOSE);
+		rstream_wake(sk, EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP);
+	}
 	sock_put(sk);
 	return ours;
 }
@@ -572,9 +597,16 @@ int rstream_cm_connect(struct rstream_sock *rs,
 	rstream_set_state(&rs->sk, TCP_SYN_SENT);
 	sock_hold(&rs->sk);
 	if (!queue_delayed_work(rstream_wq, &rs->connect_work,
-				RSTREAM_CONNECT_TIMEOUT))
+				rs->connect_timeout))
 		sock_put(&rs->sk);
 	mutex_lock(&rs->cm_lock);
+	/*
+	 * SO_BINDTODEVICE: the route to the peer, and so the RDMA device,
+	 * must go through that netdev, as TCP's route must.
+	 */
+	if (rs->cm_id && rs->sk.sk_bound_dev_if)
+		rs->cm_id->route.addr.dev_addr.bound_dev_if =
+			rs->sk.sk_bound_dev_if;
 	err = rs->cm_id ? rdma_resolve_addr(rs->cm_id, src,
 					    (struct sockaddr *)&rs->peer_addr,
 					    RSTREAM_RESOLVE_TIMEOUT_MS) :

@@ -13,9 +13,11 @@
  * TCP_NODELAY or clearing TCP_CORK posts what is held.  TCP_MAXSEG reads
  * what one write can carry and is otherwise ignored, as in rsocket.
  * TCP_INFO reads what the connection has of TCP's (rstream_tcp_info()).
- * RSTREAM_TCP_LISTEN, rstream's own at SOL_RDMA, gives a socket that will
- * listen the caller's TCP listener to take clients from too (tcp.c).
- * Process context.
+ * rstream's own at SOL_RDMA: RSTREAM_TCP_LISTEN gives a socket that will
+ * listen the caller's TCP listener to take clients from too; RSTREAM_PATH
+ * says which paths a transparent socket may take or took, RSTREAM_FALLBACK
+ * why it took TCP (fallback.c); RSTREAM_CONNECT_TIMEOUT how long
+ * connect() waits for RDMA.  Process context.
  */
 #include <linux/in6.h>
 #include <linux/ipv6.h>
@@ -25,8 +27,42 @@
 
 #include "rstream.h"
 
+/*
+ * RSTREAM_PATH: a transparent socket's paths, chosen before it connects or
+ * listens; any other socket has RDMA's alone.  Sock lock held.
+ */
+static int rstream_set_paths(struct rstream_sock *rs, u32 val)
+{
+	const u32 both = RSTREAM_PATH_RDMA | RSTREAM_PATH_TCP;
+
+	if (!val || (val & ~both))
+		return -EINVAL;
+	if (!rs->tcp || rs->tcp_borrowed)
+		return val == RSTREAM_PATH_RDMA && rs->paths == val ? 0 : -EINVAL;
+	if (rs->sk.sk_state != TCP_CLOSE || rs->on_tcp ||
+	    rs->sk.sk_socket->state != SS_UNCONNECTED)
+		return -EINVAL;
+	WRITE_ONCE(rs->paths, val);
+	return 0;
+}
+
 static int rstream_set_rdma(struct rstream_sock *rs, int optname, u32 val)
 {
+	switch (optname) {
+	case RSTREAM_TCP_LISTEN:
+		if (rs->sk.sk_state != TCP_CLOSE)
+			return -EINVAL;		/* before listen() */
+		return rstream_fallback_attach(rs, (int)val);
+	case RSTREAM_PATH:
+		return rstream_set_paths(rs, val);
+	case RSTREAM_CONNECT_TIMEOUT:
+		if (!val || val > RSTREAM_CONNECT_TIMEOUT_MAX_MS)
+			return -EINVAL;
+		rs->connect_timeout = msecs_to_jiffies(val);
+		return 0;
+	case RSTREAM_FALLBACK:
+		return -EINVAL;		/* read only */
+	}
 	if (rs->sizes_fixed && rs->sk.sk_state != TCP_LISTEN)
 		return -EINVAL;
 	switch (optname) {
@@ -49,8 +85,8 @@ static int rstream_set_rdma(struct rstream_sock *rs, int optname, u32 val)
 	}
 }
 
-int rstream_setsockopt(struct socket *sock, int level, int optname,
-		       sockptr_t optval, unsigned int optlen)
+int rstream_rdma_setsockopt(struct socket *sock, int level, int optname,
+			    sockptr_t optval, unsigned int optlen)
 {
 	struct sock *sk = sock->sk;
 	struct rstream_sock *rs = rstream_sk(sk);
@@ -69,12 +105,7 @@ int rstream_setsockopt(struct socket *sock, int level, int optname,
 	lock_sock(sk);
 	switch (level) {
 	case SOL_RDMA:
-		if (optname != RSTREAM_TCP_LISTEN)
-			err = rstream_set_rdma(rs, optname, val);
-		else if (sk->sk_state != TCP_CLOSE)
-			err = -EINVAL;	/* before listen() */
-		else
-			err = rstream_tcp_attach(rs, (int)val);
+		err = rstream_set_rdma(rs, optname, val);
 		break;
 	case SOL_TCP:
 		if (optname == TCP_NODELAY) {
@@ -153,8 +184,8 @@ static int rstream_get_tcp_info(struct rstream_sock *rs, char __user *optval,
 	return 0;
 }
 
-int rstream_getsockopt(struct socket *sock, int level, int optname,
-		       char __user *optval, int __user *optlen)
+int rstream_rdma_getsockopt(struct socket *sock, int level, int optname,
+			    char __user *optval, int __user *optlen)
 {
 	struct sock *sk = sock->sk;
 	struct rstream_sock *rs = rstream_sk(sk);
@@ -184,7 +215,16 @@ int rstream_getsockopt(struct socket *sock, int level, int optname,
 			val = 0;
 			break;
 		case RSTREAM_TCP_LISTEN:
-			val = !!rs->tcp;
+			val = rs->tcp_borrowed;
+			break;
+		case RSTREAM_PATH:
+			val = rstream_paths(rs);
+			break;
+		case RSTREAM_FALLBACK:
+			val = READ_ONCE(rs->fallback_err);
+			break;
+		case RSTREAM_CONNECT_TIMEOUT:
+			val = jiffies_to_msecs(rs->connect_timeout);
 			break;
 		case RDMA_ROUTE:
 			release_sock(sk);

@@ -19,6 +19,8 @@
 #include <linux/irq_poll.h>
 #include <rdma/ib_verbs.h>
 
+#include <linux/rstream.h>
+
 #include "proto.h"
 
 /* Valid page orders are 0..RSTREAM_MAX_ORDER (the name changed in 6.8). */
@@ -114,9 +116,33 @@ struct rstream_sock {
 	/* Listener: children in set-up, and established ones to accept. */
 	struct list_head embryos;
 	struct list_head accept_queue;
-	/* RSTREAM_TCP_LISTEN: the caller's TCP listener, our entry on its queue */
+	/*
+	 * TCP beside RDMA (fallback.c): a transparent socket's own kernel TCP
+	 * socket, or the caller's TCP listener (RSTREAM_TCP_LISTEN, then
+	 * @tcp_borrowed, with our entry on its wait queue).  Set and cleared
+	 * under the sock lock.  @paths: the RSTREAM_PATH_* the socket may
+	 * use.  @on_tcp, once set, stays: every call of a connection goes to
+	 * @tcp (read locklessly, rstream_on_tcp()).  @fallback_err: the
+	 * errno of the RDMA attempt given up for TCP, set before the work
+	 * that connects TCP is queued: from then on the attempt's end shows
+	 * nothing of RDMA's.
+	 */
 	struct socket *tcp;
+	bool tcp_borrowed;
+	bool on_tcp;
+	u8 paths;
+	int fallback_err;
 	struct wait_queue_entry tcp_wait;
+	struct work_struct fallback_work;
+	void (*tcp_error_report)(struct sock *sk);	/* @tcp's own */
+	/*
+	 * Handed to the CM by the socket layer for a transparent socket: the
+	 * RDMA connection attempt failed with @err (positive); true if the
+	 * socket goes on over TCP, and the CM then publishes nothing of the
+	 * failure.  CM handler or workqueue, no lock held.
+	 */
+	bool (*fallback)(struct rstream_sock *rs, int err);
+	unsigned long connect_timeout;	/* jiffies connect() waits for RDMA */
 	/* Child: its place in one of the listener's lists, and the listener. */
 	struct list_head accept_node;
 	struct rstream_sock *listener;
@@ -189,6 +215,17 @@ struct rstream_sock {
 	struct work_struct teardown_work;
 	struct delayed_work connect_work;	/* connect()'s deadline */
 };
+
+/*
+ * How long connect() waits for the RDMA connection by default, in ms:
+ * rdma_cm retries an unanswered REQ for about a minute, and a connect()
+ * to a host that is not there gives up sooner, with ETIMEDOUT; a
+ * transparent socket goes over to TCP sooner still.
+ * RSTREAM_CONNECT_TIMEOUT sets it per socket, up to the maximum.
+ */
+#define RSTREAM_CONNECT_TIMEOUT_MS	20000
+#define RSTREAM_FALLBACK_TIMEOUT_MS	3000
+#define RSTREAM_CONNECT_TIMEOUT_MAX_MS	60000
 
 static inline struct rstream_sock *rstream_sk(const struct sock *sk)
 {
@@ -365,17 +402,73 @@ void rstream_cm_connect_timeout(struct work_struct *work);
 struct rstream_sock *rstream_cm_dequeue(struct rstream_sock *lrs);
 bool rstream_cm_accept_ready(struct rstream_sock *lrs);
 
-/* tcp.c: a TCP listener beside an AF_RSTREAM one */
-int rstream_tcp_attach(struct rstream_sock *rs, int fd);
-void rstream_tcp_close(struct rstream_sock *rs);
-bool rstream_tcp_accept_ready(struct rstream_sock *rs);
-int rstream_tcp_accept(struct rstream_sock *rs, struct socket *newsock);
+/* fallback.c: TCP beside RDMA, transparent sockets and RSTREAM_TCP_LISTEN */
+
+/* Once true, every call of the connection goes to its TCP socket. */
+static inline bool rstream_on_tcp(const struct rstream_sock *rs)
+{
+	/* Pairs with rstream_fallback_switch(): @tcp is set up before. */
+	return smp_load_acquire(&rs->on_tcp);
+}
+
+/*
+ * The paths @rs may still use (RSTREAM_PATH_*): a connection, the one it
+ * uses; a listener, those it listens on; else those it may try.
+ */
+static inline u8 rstream_paths(const struct rstream_sock *rs)
+{
+	if (rstream_on_tcp(rs))
+		return RSTREAM_PATH_TCP;
+	if (test_bit(RSTREAM_F_CONNECTED, &rs->flags))
+		return RSTREAM_PATH_RDMA;
+	return READ_ONCE(rs->paths);
+}
+
+static inline bool rstream_transparent(const struct rstream_sock *rs)
+{
+	return rs->sk.sk_protocol == RSTREAM_PROTO_TCP4 ||
+	       rs->sk.sk_protocol == RSTREAM_PROTO_TCP6;
+}
+
+void rstream_fallback_sock_init(struct rstream_sock *rs);
+int rstream_fallback_create(struct rstream_sock *rs, struct socket *sock,
+			    int kern);
+void rstream_fallback_release(struct rstream_sock *rs);
+bool rstream_fallback_begin(struct rstream_sock *rs, int err);
+bool rstream_fallback_usable(struct rstream_sock *rs, int err);
+int rstream_fallback_bind(struct rstream_sock *rs, struct sockaddr *addr,
+			  int addrlen);
+int rstream_fallback_listen(struct rstream_sock *rs, int backlog);
+int rstream_fallback_connect(struct rstream_sock *rs, struct sockaddr *addr,
+			     int addrlen, int flags, int why);
+int rstream_fallback_getname(struct rstream_sock *rs, struct sockaddr *addr,
+			     int peer);
+__poll_t rstream_fallback_poll(struct file *file, struct rstream_sock *rs);
+int rstream_fallback_ioctl(struct rstream_sock *rs, unsigned int cmd,
+			   unsigned long arg);
+int rstream_fallback_shutdown(struct rstream_sock *rs, int how);
+int rstream_fallback_setsockopt(struct rstream_sock *rs, int level,
+				int optname, sockptr_t optval,
+				unsigned int optlen);
+int rstream_fallback_getsockopt(struct rstream_sock *rs, int level,
+				int optname, char __user *optval,
+				int __user *optlen);
+int rstream_fallback_sendmsg(struct rstream_sock *rs, struct msghdr *msg,
+			     size_t len);
+int rstream_fallback_recvmsg(struct rstream_sock *rs, struct msghdr *msg,
+			     size_t len, int flags);
+void rstream_fallback_splice_eof(struct rstream_sock *rs);
+void rstream_fallback_keepalive(struct rstream_sock *rs, int val);
+int rstream_fallback_attach(struct rstream_sock *rs, int fd);
+bool rstream_fallback_accept_ready(struct rstream_sock *rs);
+struct socket *rstream_fallback_accept(struct rstream_sock *rs);
+void rstream_fallback_adopt(struct rstream_sock *rs, struct socket *tcp);
 
 /* tx.c and rx.c: the data path */
 
-int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
-int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
-		    int flags);
+int rstream_rdma_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
+int rstream_rdma_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
+			 int flags);
 /* cq.c: the completion queue, polled by irq_poll and by processes */
 int rstream_cq_create(struct rstream_sock *rs, u32 entries);
 void rstream_cq_destroy(struct rstream_sock *rs);
@@ -404,9 +497,9 @@ struct rstream_sock *rstream_sock_alloc(struct net *net, struct sock *parent,
 
 /* options.c */
 
-int rstream_setsockopt(struct socket *sock, int level, int optname,
-		       sockptr_t optval, unsigned int optlen);
-int rstream_getsockopt(struct socket *sock, int level, int optname,
-		       char __user *optval, int __user *optlen);
+int rstream_rdma_setsockopt(struct socket *sock, int level, int optname,
+			    sockptr_t optval, unsigned int optlen);
+int rstream_rdma_getsockopt(struct socket *sock, int level, int optname,
+			    char __user *optval, int __user *optlen);
 
 #endif /* _NET_RSTREAM_RSTREAM_H */

@@ -167,8 +167,8 @@ static void rstream_rx_take(struct rstream_sock *rs, u32 n)
 	}
 }
 
-int rstream_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
-		    int flags)
+int rstream_rdma_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
+			 int flags)
 {
 	struct sock *sk = sock->sk;
 	struct rstream_sock *rs = rstream_sk(sk);

@@ -587,7 +587,7 @@ static int rstream_tx_error(struct rstream_sock *rs)
 	return 0;
 }
 
-int rstream_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
+int rstream_rdma_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 {
 	struct sock *sk = sock->sk;
 	struct rstream_sock *rs = rstream_sk(sk);

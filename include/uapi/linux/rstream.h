@@ -37,13 +37,51 @@
 #endif
 
 /*
- * rstream's own SOL_RDMA option, not rsocket's.  Set before listen(), its
- * value (an int) is the file descriptor of a listening TCP socket, which
- * the caller may then close: accept() on the AF_RSTREAM listener also
- * takes that socket's clients, returned as TCP sockets, beside the
- * connections that come over RDMA, and poll/epoll on it see both.  -1
- * lets go of it; reading the option says whether one is held.
+ * Transparent sockets: socket(AF_RSTREAM, SOCK_STREAM, RSTREAM_PROTO_TCP4)
+ * (or RSTREAM_PROTO_TCP6) is a stream socket that is TCP until RDMA is
+ * proven.  It holds a TCP socket of the given IP version from the start:
+ * bind() binds it, options RDMA lacks are set on it, listen() listens on
+ * RDMA and TCP at the same port, and connect() tries RDMA first and
+ * connects over TCP when RDMA cannot be used there (no RDMA device or
+ * route, nobody listening over RDMA, no answer within
+ * RSTREAM_CONNECT_TIMEOUT, rstream's memory limit).  Once on TCP, every
+ * call goes to the TCP socket.  Protocol 0 and IPPROTO_TCP make sockets
+ * that only ever use RDMA, as rsocket() does.
+ */
+#define RSTREAM_PROTO_TCP4	256
+#define RSTREAM_PROTO_TCP6	257
+
+/*
+ * rstream's own SOL_RDMA options, not rsocket's.
+ *
+ * RSTREAM_TCP_LISTEN: set before listen(), its value (an int) is the file
+ * descriptor of a listening TCP socket, which the caller may then close:
+ * accept() on the AF_RSTREAM listener also takes that socket's clients,
+ * beside the connections that come over RDMA, and poll/epoll on it see
+ * both.  -1 lets go of it; reading the option says whether one is held.
+ * Not for transparent sockets, which listen on TCP themselves.
+ *
+ * RSTREAM_PATH (int): the paths a socket may use, RSTREAM_PATH_RDMA and
+ * RSTREAM_PATH_TCP together by default on a transparent socket.  Set on a
+ * transparent socket before connect() or listen(): RSTREAM_PATH_RDMA
+ * alone never falls back, RSTREAM_PATH_TCP alone never tries RDMA.  Read
+ * back: before connect(), what is allowed; on a listener, what it listens
+ * on; on a connection, the one it uses.
+ *
+ * RSTREAM_FALLBACK (int, read only): the errno of the RDMA attempt that
+ * made a transparent socket connect over TCP instead, 0 if none did.
+ *
+ * RSTREAM_CONNECT_TIMEOUT (int, milliseconds, 1..60000): how long
+ * connect() waits for the RDMA connection: then a transparent socket
+ * falls back to TCP, any other fails with ETIMEDOUT.  3000 on transparent
+ * sockets, 20000 on others, by default.
  */
 #define RSTREAM_TCP_LISTEN	0x1000
+#define RSTREAM_PATH		0x1001
+#define RSTREAM_FALLBACK	0x1002
+#define RSTREAM_CONNECT_TIMEOUT	0x1003
+
+#define RSTREAM_PATH_RDMA	1
+#define RSTREAM_PATH_TCP	2
 
 #endif /* _UAPI_LINUX_RSTREAM_H */
