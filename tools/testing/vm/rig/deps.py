@@ -16,7 +16,7 @@ PACKAGES = [
     # ordinary programs, run under rdma-core's librspreload.so and
     # rstream-run (rstream_run.sh)
     "netcat-traditional", "iperf3", "redis-server", "redis-tools",
-    "nginx-light", "curl",
+    "nginx-light", "curl", "memcached", "libmemcached-tools",
     # make bench's profiles in the guest
     "linux-perf",
 ]

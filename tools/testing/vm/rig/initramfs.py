@@ -40,13 +40,18 @@ HOST_PROGRAMS = [
     # Real programs run over AF_RSTREAM by rstream-run (rstream_run.sh):
     # a bandwidth tool, a key-value server and its clients, an HTTP server
     # with forked epoll workers and an HTTP client (busybox's wget is
-    # static: the preload library cannot reach it).
+    # static: the preload library cannot reach it), a libevent server.
     "/usr/bin/iperf3",
     "/usr/bin/redis-server",
     "/usr/bin/redis-cli",
     "/usr/bin/redis-benchmark",
     "/usr/sbin/nginx",
     "/usr/bin/curl",
+    # a libevent server and libmemcached's clients
+    "/usr/bin/memcached",
+    "/usr/bin/memccp",
+    "/usr/bin/memccat",
+    "/usr/bin/memcslap",
     "/usr/bin/chrt",               # scheduling policies (busybox has none)
 ]
 KMOD_LINKS = ["modprobe", "insmod", "rmmod", "lsmod", "depmod", "modinfo"]

@@ -7,8 +7,8 @@
 # (-T v: a running counter each way), and each case checks from
 # rstream-run's own lines (-v) what each socket became: RDMA, TCP beside
 # RDMA on a converted listener, or TCP after a fallback.  Then real
-# programs, each checked for what it must output: iperf3, redis and nginx
-# with curl.
+# programs, each checked for what it must output: iperf3, redis, nginx
+# with curl, and memcached (libevent) with libmemcached's tools.
 
 . "$(dirname "$0")/lib.sh"
 
@@ -36,9 +36,9 @@ wait_listening() {
 }
 
 # wait_converted <port> <log>: until rstream-run (-v) has said, in the
-# server's <log>, what its listener on <port> became.  It says so once the
-# AF_RSTREAM listener listens, after the TCP one: a client that came in
-# between would be refused over RDMA and fall back to TCP.
+# server's <log>, what its listener on <port> became.  It says so once
+# listen() returned, by which time the listener takes clients over RDMA and
+# TCP alike.
 wait_converted() {
 	i=0
 	until grep -q "rstream-run.*listen on port $1:" "$2"; do
@@ -311,7 +311,7 @@ nginx_serves_curl() {
 	EOF
 	serve 20630 /tmp/run.server "$RUN -v" nginx -e $ng/error.log -p $ng \
 		-c $ng/nginx.conf
-	for wrap in "$RUN -v" ""; do
+	for wrap in "$RUN -n" ""; do
 		# shellcheck disable=SC2086
 		timeout "$LIMIT" $wrap curl -sS -o $ng/got \
 			"http://$ADDR:20630/blob" 2> /tmp/run.client ||
@@ -329,7 +329,49 @@ nginx_serves_curl() {
 	fi
 }
 
+# memcached: libevent's event loop on worker threads, a listener made
+# nonblocking by fcntl() before listen() and watched from before it listens.
+# libmemcached's memccp and memccat store and read back a file over RDMA
+# (-n: RDMA or nothing, since they never say how their nonblocking
+# connects ended) and over plain TCP into the same converted server;
+# memcslap loads it.
+memcached_stores_and_reads() {
+	mc=/tmp/run.memcached
+	rm -rf $mc
+	mkdir -p $mc
+	head -c 200000 /dev/urandom > $mc/blob
+	# memccat ends what it prints with a newline.
+	{ cat $mc/blob; echo; } > $mc/want
+	serve 20640 /tmp/run.server "$RUN -v" memcached -U 0 -u root -t 2 \
+		-l "$ADDR" -p 20640 -m 16 -vv
+	servers="--servers=$ADDR:20640"
+	for wrap in "$RUN -v" ""; do
+		# shellcheck disable=SC2086 # the wrapper is words
+		(cd $mc && timeout "$LIMIT" $wrap memccp $servers blob) \
+			2> /tmp/run.client || die "memccp ($wrap): $(cat /tmp/run.client)"
+		# shellcheck disable=SC2086
+		timeout "$LIMIT" $wrap memccat $servers blob > $mc/got \
+			2>> /tmp/run.client ||
+			die "memccat ($wrap): $(cat /tmp/run.client)"
+		cmp $mc/want $mc/got ||
+			die "memccat ($wrap) got $(wc -c < $mc/got) bytes, not the file"
+	done
+	# shellcheck disable=SC2086
+	timeout "$LIMIT" "$RUN" memcslap $servers --concurrency=4 \
+		--execute-number=500 > /tmp/run.out 2>&1 ||
+		die "memcslap: $(tail -n 5 /tmp/run.out)"
+	grep -q "Took [0-9.]* seconds" /tmp/run.out ||
+		die "memcslap: no timing: $(cat /tmp/run.out)"
+	grep "Took" /tmp/run.out
+	kill $server
+	wait $server
+	said server "listen on port 20640: RDMA and TCP"
+	if grep -i "error\|failed" /tmp/run.server; then
+		die "memcached complained"
+	fi
+}
+
 run_tests both_ends_over_rdma wildcard_listener client_falls_back_to_tcp \
 	tcp_client_reaches_converted_server filters_keep_tcp no_fallback_fails \
 	exec_server_echoes iperf3_over_rdma iperf3_client_falls_back \
-	redis_set_get_and_benchmark nginx_serves_curl
+	redis_set_get_and_benchmark nginx_serves_curl memcached_stores_and_reads

@@ -75,6 +75,24 @@ FIXTURE_VARIANT_ADD(socket_types, stream_tcp) {
 	.type = SOCK_STREAM, .protocol = IPPROTO_TCP, .err = 0,
 };
 
+FIXTURE_VARIANT_ADD(socket_types, stream_transparent4) {
+	.type = SOCK_STREAM, .protocol = RSTREAM_PROTO_TCP4, .err = 0,
+};
+
+FIXTURE_VARIANT_ADD(socket_types, stream_transparent6) {
+	.type = SOCK_STREAM, .protocol = RSTREAM_PROTO_TCP6, .err = 0,
+};
+
+FIXTURE_VARIANT_ADD(socket_types, stream_past_transparent) {
+	.type = SOCK_STREAM, .protocol = RSTREAM_PROTO_TCP6 + 1,
+	.err = EPROTONOSUPPORT,
+};
+
+FIXTURE_VARIANT_ADD(socket_types, dgram_transparent) {
+	.type = SOCK_DGRAM, .protocol = RSTREAM_PROTO_TCP4,
+	.err = ESOCKTNOSUPPORT,
+};
+
 FIXTURE_VARIANT_ADD(socket_types, stream_udp) {
 	.type = SOCK_STREAM, .protocol = IPPROTO_UDP,
 	.err = EPROTONOSUPPORT,

@@ -1272,6 +1272,33 @@ TEST_F(addr, connect_in_progress_ealready)
 	close(l);
 }
 
+/*
+ * connect() again once a nonblocking connect was made: 0, as TCP says, and
+ * EISCONN after that (hiredis takes both).  It once said EISCONN at once.
+ */
+TEST_F(addr, connect_again_once_made)
+{
+	struct ep bound;
+	int l = make_listener(_metadata, variant->family, 0, 4, &bound);
+	int c = rs_socket(variant->family, SOCK_NONBLOCK), s, err;
+	struct pollfd p = { .fd = c, .events = POLLOUT };
+
+	ASSERT_LE(0, c);
+	err = errno_of(connect(c, SA(&bound), bound.len));
+	ASSERT_TRUE(!err || err == EINPROGRESS) TH_LOG("%s", strerror(err));
+	ASSERT_EQ(1, poll(&p, 1, PROMPT_MS));
+	EXPECT_EQ(0, sock_error(c));
+	if (err == EINPROGRESS)
+		EXPECT_EQ(0, errno_of(connect(c, SA(&bound), bound.len)));
+	EXPECT_EQ(EISCONN, errno_of(connect(c, SA(&bound), bound.len)));
+	s = accept_one(_metadata, l);
+	put(_metadata, c, "x");
+	expect(_metadata, s, "x");
+	close(s);
+	close(c);
+	close(l);
+}
+
 /* connect() on a connected or accepted socket. */
 TEST_F(addr, connect_connected_eisconn)
 {
@@ -1483,7 +1510,7 @@ TEST_F(addr, listener_close_ends_pending_connections)
 /*
  * RSTREAM_TCP_LISTEN: one listening socket takes RDMA clients and the
  * clients of a TCP listener it was given, on the same port; accept()
- * returns the TCP ones as TCP sockets.
+ * returns the TCP ones as AF_RSTREAM sockets on TCP.
  */
 
 FIXTURE(tcp_listen) {
@@ -1584,9 +1611,9 @@ static void both_ways(struct __test_metadata *_metadata, int c, int s)
 
 /*
  * One epoll set on the listener hears of a TCP client and of an RDMA one;
- * accept() gives a TCP socket (the family of the address, IPPROTO_TCP)
- * for the first, with the client's name, and an AF_RSTREAM one for the
- * second; both carry data both ways.
+ * accept() gives an AF_RSTREAM socket for each: on TCP for the first (its
+ * names the TCP connection's), on RDMA for the second; both carry data
+ * both ways.
  */
 TEST_F(tcp_listen, both_kinds_through_one_epoll)
 {
@@ -1609,8 +1636,9 @@ TEST_F(tcp_listen, both_kinds_through_one_epoll)
 	peer.len = sizeof(peer.ss);
 	s = GUARDED(accept(l, SA(&peer), &peer.len));
 	ASSERT_LE(0, s) TH_LOG("accept: %s", strerror(errno));
-	EXPECT_EQ(variant->family, int_opt(s, SOL_SOCKET, SO_DOMAIN));
-	EXPECT_EQ(IPPROTO_TCP, int_opt(s, SOL_SOCKET, SO_PROTOCOL));
+	EXPECT_EQ(rstream_family(), int_opt(s, SOL_SOCKET, SO_DOMAIN));
+	EXPECT_EQ(0, int_opt(s, SOL_SOCKET, SO_PROTOCOL));
+	EXPECT_EQ(RSTREAM_PATH_TCP, int_opt(s, SOL_RDMA, RSTREAM_PATH));
 	name_of(_metadata, c, false, &cname);
 	EXPECT_TRUE(ep_same(&cname, &peer))
 		TH_LOG("accept gave %s, the client is %s", ep_str(&peer),
@@ -1625,6 +1653,7 @@ TEST_F(tcp_listen, both_kinds_through_one_epoll)
 		TH_LOG("epoll did not hear of the RDMA client");
 	rs = accept_one(_metadata, l);
 	EXPECT_EQ(rstream_family(), int_opt(rs, SOL_SOCKET, SO_DOMAIN));
+	EXPECT_EQ(RSTREAM_PATH_RDMA, int_opt(rs, SOL_RDMA, RSTREAM_PATH));
 	both_ways(_metadata, rc, rs);
 
 	close(rs);
@@ -1649,7 +1678,7 @@ TEST_F(tcp_listen, blocking_accept_wakes_for_tcp_client)
 	pthread_join(cl.tid, NULL);
 	ASSERT_LE(0, s) TH_LOG("accept: %s", strerror(errno));
 	EXPECT_EQ(0, cl.err) TH_LOG("client: %s", strerror(cl.err));
-	EXPECT_EQ(IPPROTO_TCP, int_opt(s, SOL_SOCKET, SO_PROTOCOL));
+	EXPECT_EQ(RSTREAM_PATH_TCP, int_opt(s, SOL_RDMA, RSTREAM_PATH));
 	put(_metadata, cl.result, "x");
 	expect(_metadata, s, "x");
 	close(s);
@@ -1714,7 +1743,11 @@ TEST_F(tcp_listen, epoll_added_before_listen)
 	close(l);
 }
 
-/* The option takes a listening TCP socket, or -1 to let go of it. */
+/*
+ * The option takes a listening TCP socket, or -1 to let go of it.  What is
+ * not one leaves the listener it holds alone: a failed attach once let go
+ * of it first.
+ */
 TEST_F(tcp_listen, option_takes_a_tcp_listener)
 {
 	struct ep bound;
@@ -1738,6 +1771,10 @@ TEST_F(tcp_listen, option_takes_a_tcp_listener)
 	EXPECT_EQ(0, int_opt(l, SOL_RDMA, RSTREAM_TCP_LISTEN));
 	EXPECT_EQ(0, set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, t));
 	EXPECT_EQ(1, int_opt(l, SOL_RDMA, RSTREAM_TCP_LISTEN));
+	EXPECT_EQ(EINVAL, errno_of(set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, udp)));
+	EXPECT_EQ(EBADF, errno_of(set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, 4000)));
+	EXPECT_EQ(1, int_opt(l, SOL_RDMA, RSTREAM_TCP_LISTEN))
+		TH_LOG("a failed attach let go of the listener held");
 	EXPECT_EQ(0, set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, -1));
 	EXPECT_EQ(0, int_opt(l, SOL_RDMA, RSTREAM_TCP_LISTEN));
 	close(t);
