@@ -78,13 +78,15 @@ static void rstream_destruct(struct sock *sk)
 	sock_prot_inuse_add(sock_net(sk), &rstream_proto, -1);
 }
 
+static struct rstream_sock *rstream_child_alloc(struct rstream_sock *lrs);
+
 /*
  * A new socket of this family: for socket(), or a connection arriving on
  * listener @parent, whose sizes and options it inherits as TCP's children
  * do.  Process context.
  */
-struct rstream_sock *rstream_sock_alloc(struct net *net, struct sock *parent,
-					int kern)
+static struct rstream_sock *rstream_sock_alloc(struct net *net,
+					       struct sock *parent, int kern)
 {
 	struct rstream_sock *rs;
 	struct sock *sk;
@@ -112,7 +114,9 @@ struct rstream_sock *rstream_sock_alloc(struct net *net, struct sock *parent,
 
 	rs = rstream_sk(sk);
 	rstream_conn_init(rs);
+	rstream_cm_init(rs);
 	rstream_fallback_sock_init(rs);
+	rs->new_child = rstream_child_alloc;
 	rs->paths = RSTREAM_PATH_RDMA;
 	rs->connect_timeout = msecs_to_jiffies(RSTREAM_CONNECT_TIMEOUT_MS);
 	if (parent) {
@@ -156,6 +160,13 @@ struct rstream_sock *rstream_sock_alloc(struct net *net, struct sock *parent,
 	}
 	sock_prot_inuse_add(net, &rstream_proto, 1);
 	return rs;
+}
+
+/* The CM's callback for a connection arriving on listener @lrs. */
+static struct rstream_sock *rstream_child_alloc(struct rstream_sock *lrs)
+{
+	return rstream_sock_alloc(sock_net(&lrs->sk), &lrs->sk,
+				  lrs->sk.sk_kern_sock);
 }
 
 /*
@@ -374,6 +385,11 @@ static int rstream_rdma_connect(struct socket *sock, struct sockaddr *addr,
 		return err;
 
 	lock_sock(sk);
+	/* Gone over to TCP since the caller looked: TCP's call (af_rstream.c). */
+	if (rs->on_tcp) {
+		err = -EALREADY;
+		goto out;
+	}
 	switch (sock->state) {
 	case SS_CONNECTED:
 		err = -EISCONN;
@@ -456,7 +472,7 @@ static int rstream_accept_tcp(struct sock *sk, struct socket *tcp,
 
 	child = rstream_sock_alloc(sock_net(sk), sk, kern);
 	if (!child) {
-		sock_release(tcp);
+		rstream_fallback_put(tcp);
 		return -ENOMEM;
 	}
 	lock_sock(&child->sk);
@@ -833,15 +849,21 @@ static int rstream_connect(struct socket *sock, struct sockaddr *addr,
 		return rstream_rdma_connect(sock, addr, addrlen, flags);
 	if (rstream_on_tcp(rs) || !(READ_ONCE(rs->paths) & RSTREAM_PATH_RDMA))
 		return rstream_fallback_connect(rs, addr, addrlen, flags, 0);
+	/* As TCP: an address of the other IP version is refused at once. */
+	if (addrlen >= (int)sizeof(addr->sa_family) &&
+	    addr->sa_family != rs->tcp->sk->sk_family)
+		return -EAFNOSUPPORT;
 	err = rstream_rdma_connect(sock, addr, addrlen, flags);
 	if (!err)
 		return 0;
 	if (rstream_on_tcp(rs)) {
 		/*
 		 * The attempt went over to TCP while we waited: wait for TCP,
-		 * unless its connect failed at once, which was the answer.
+		 * unless its connect failed at once, which was the answer
+		 * (EALREADY: we came after the switch, TCP answers).
 		 */
-		if (READ_ONCE(rs->tcp->state) == SS_UNCONNECTED)
+		if (err != -EALREADY &&
+		    READ_ONCE(rs->tcp->state) == SS_UNCONNECTED)
 			return err;
 		return rstream_fallback_connect(rs, addr, addrlen, flags, 0);
 	}
@@ -880,7 +902,8 @@ static __poll_t rstream_poll(struct file *file, struct socket *sock,
 	mask = rstream_poll_mask(rs);
 	/* Pairs with the barrier in rstream_fallback_begin(). */
 	smp_rmb();
-	if (!READ_ONCE(rs->fallback_err))
+	if (!READ_ONCE(rs->fallback_err) ||
+	    rstream_state(&rs->sk) == TCP_LISTEN)
 		return mask;
 	return rstream_on_tcp(rs) ? rstream_fallback_poll(file, rs) : 0;
 }
@@ -940,11 +963,47 @@ static int rstream_getsockopt(struct socket *sock, int level, int optname,
 				       optlen);
 }
 
+/*
+ * A transparent socket whose RDMA connection is under way, or being given
+ * up for TCP, does not know yet which path a send or a receive takes: as
+ * TCP does before its connection is made, wait for it, or say EAGAIN.
+ * The RDMA path's own wait would wake to the attempt's end, not to TCP's
+ * connection.  Process context.
+ */
+static int rstream_wait_path(struct rstream_sock *rs, long timeo)
+{
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	struct sock *sk = &rs->sk;
+	int err = 0;
+
+	if (!rs->tcp || rstream_state(sk) != TCP_SYN_SENT)
+		return 0;
+	lock_sock(sk);
+	add_wait_queue(sk_sleep(sk), &wait);
+	while (rstream_state(sk) == TCP_SYN_SENT && !rs->on_tcp) {
+		err = rstream_may_wait(timeo);
+		if (err)
+			break;
+		sk_wait_event(sk, &timeo, rstream_state(sk) != TCP_SYN_SENT ||
+			      rs->on_tcp, &wait);
+	}
+	remove_wait_queue(sk_sleep(sk), &wait);
+	release_sock(sk);
+	return err;
+}
+
 static int rstream_sendmsg(struct socket *sock, struct msghdr *msg,
 			   size_t len)
 {
 	struct rstream_sock *rs = rstream_sk(sock->sk);
+	int err;
 
+	if (rstream_on_tcp(rs))
+		return rstream_fallback_sendmsg(rs, msg, len);
+	err = rstream_wait_path(rs, sock_sndtimeo(sock->sk, msg->msg_flags &
+						  MSG_DONTWAIT));
+	if (err)
+		return err;
 	if (rstream_on_tcp(rs))
 		return rstream_fallback_sendmsg(rs, msg, len);
 	return rstream_rdma_sendmsg(sock, msg, len);
@@ -954,7 +1013,14 @@ static int rstream_recvmsg(struct socket *sock, struct msghdr *msg,
 			   size_t len, int flags)
 {
 	struct rstream_sock *rs = rstream_sk(sock->sk);
+	int err;
 
+	if (rstream_on_tcp(rs))
+		return rstream_fallback_recvmsg(rs, msg, len, flags);
+	err = rstream_wait_path(rs, sock_rcvtimeo(sock->sk,
+						  flags & MSG_DONTWAIT));
+	if (err)
+		return err;
 	if (rstream_on_tcp(rs))
 		return rstream_fallback_recvmsg(rs, msg, len, flags);
 	return rstream_rdma_recvmsg(sock, msg, len, flags);
@@ -1012,7 +1078,9 @@ static int rstream_create(struct net *net, struct socket *sock, int protocol,
 
 	if (sock->type != SOCK_STREAM)
 		return -ESOCKTNOSUPPORT;
-	if (protocol && protocol != IPPROTO_TCP && !transparent)
+	/* Not for the kernel's own users: they have no use for a fallback. */
+	if ((protocol && protocol != IPPROTO_TCP && !transparent) ||
+	    (transparent && kern))
 		return -EPROTONOSUPPORT;
 
 	rs = rstream_sock_alloc(net, NULL, kern);
@@ -1020,7 +1088,7 @@ static int rstream_create(struct net *net, struct socket *sock, int protocol,
 		return -ENOMEM;
 	if (transparent) {
 		rs->sk.sk_protocol = protocol;
-		err = rstream_fallback_create(rs, sock, kern);
+		err = rstream_fallback_create(rs, sock);
 		if (err) {
 			sock_put(&rs->sk);
 			return err;

@@ -222,7 +222,7 @@ static void rstream_cm_connect_response(struct rstream_sock *rs,
  * Workqueue: connect() has waited long enough.  Destroying the id stops
  * rdma_cm's retries and waits for a handler that may be running.
  */
-void rstream_cm_connect_timeout(struct work_struct *work)
+static void rstream_cm_connect_timeout(struct work_struct *work)
 {
 	struct rstream_sock *rs = container_of(to_delayed_work(work),
 					       struct rstream_sock,
@@ -238,6 +238,12 @@ void rstream_cm_connect_timeout(struct work_struct *work)
 		rstream_cm_connect_failed(rs, ETIMEDOUT);
 	}
 	sock_put(&rs->sk);
+}
+
+/* Every socket of the family, at its creation. */
+void rstream_cm_init(struct rstream_sock *rs)
+{
+	INIT_DELAYED_WORK(&rs->connect_work, rstream_cm_connect_timeout);
 }
 
 /*
@@ -283,7 +289,7 @@ static int rstream_cm_request(struct rstream_sock *lrs, struct rdma_cm_id *id,
 
 	/* The child is the listener owner's, as is the memory it pins. */
 	old_memcg = set_active_memcg(rstream_memcg(lsk));
-	child = rstream_sock_alloc(sock_net(lsk), lsk, lsk->sk_kern_sock);
+	child = lrs->new_child(lrs);
 	set_active_memcg(old_memcg);
 	if (!child) {
 		rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
@@ -648,18 +654,6 @@ int rstream_cm_listen(struct rstream_sock *rs, int backlog)
 	WRITE_ONCE(rs->sk.sk_max_ack_backlog, backlog);
 	rstream_set_state(&rs->sk, TCP_LISTEN);
 	return 0;
-}
-
-/* Destroy the id, if any.  Process context, no lock held. */
-void rstream_cm_drop_id(struct rstream_sock *rs)
-{
-	struct rdma_cm_id *id;
-
-	mutex_lock(&rs->cm_lock);
-	id = rstream_cm_id_detach(rs);
-	mutex_unlock(&rs->cm_lock);
-	if (id)
-		rdma_destroy_id(id);
 }
 
 /* Take the first established child off @lrs's queue, or NULL. */

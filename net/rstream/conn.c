@@ -82,6 +82,21 @@ struct rdma_cm_id *rstream_cm_id_detach(struct rstream_sock *rs)
 }
 
 /*
+ * Destroy the id, if any.  Process context, no lock held (rdma_destroy_id()
+ * waits for the CM handler, which takes cm_lock).
+ */
+void rstream_cm_drop_id(struct rstream_sock *rs)
+{
+	struct rdma_cm_id *id;
+
+	mutex_lock(&rs->cm_lock);
+	id = rstream_cm_id_detach(rs);
+	mutex_unlock(&rs->cm_lock);
+	if (id)
+		rdma_destroy_id(id);
+}
+
+/*
  * Move the QP to @state with the attributes rdma_cm gives for it.  Once
  * the QP has left RESET it must be drained before it is destroyed, and
  * only then: a drain moves it to the error state, which RESET cannot go
@@ -488,7 +503,6 @@ void rstream_conn_init(struct rstream_sock *rs)
 	init_completion(&rs->disc_done);
 	INIT_WORK(&rs->reset_work, rstream_reset_work);
 	INIT_WORK(&rs->teardown_work, rstream_teardown_work);
-	INIT_DELAYED_WORK(&rs->connect_work, rstream_cm_connect_timeout);
 	INIT_LIST_HEAD(&rs->embryos);
 	INIT_LIST_HEAD(&rs->accept_queue);
 	INIT_LIST_HEAD(&rs->accept_node);

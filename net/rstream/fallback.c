@@ -127,6 +127,26 @@ static void rstream_fallback_share_wq(struct socket *sock, struct socket *tcp)
 }
 
 /*
+ * SO_ERROR reads the AF_RSTREAM socket: TCP's pending error is copied there
+ * once, as TCP reports it (or poll finds it first).  TCP keeps its own
+ * copy for the call that meets it, and until that call no copy is made
+ * again, so a SO_ERROR that read it does not read it twice.  Any context.
+ */
+static void rstream_fallback_copy_err(struct rstream_sock *rs, struct sock *tsk)
+{
+	int err = READ_ONCE(tsk->sk_err);
+
+	if (!err) {
+		WRITE_ONCE(rs->tcp_err_copied, false);
+		return;
+	}
+	if (!READ_ONCE(rs->tcp_err_copied)) {
+		WRITE_ONCE(rs->tcp_err_copied, true);
+		WRITE_ONCE(rs->sk.sk_err, err);
+	}
+}
+
+/*
  * TCP reports an error of the connection (softirq, or process context with
  * its sock lock held): SO_ERROR reads the AF_RSTREAM socket, so the error
  * is copied there first, then reported as TCP reports it, waking our
@@ -140,7 +160,7 @@ static void rstream_fallback_error_report(struct sock *tsk)
 	read_lock_bh(&tsk->sk_callback_lock);
 	rs = __locked_read_sk_user_data_with_flags(tsk, 0);
 	if (rs) {
-		WRITE_ONCE(rs->sk.sk_err, READ_ONCE(tsk->sk_err));
+		rstream_fallback_copy_err(rs, tsk);
 		report = rs->tcp_error_report;
 	} else {
 		/* Let go of meanwhile: TCP's own is back. */
@@ -172,8 +192,12 @@ static void rstream_fallback_watch(struct rstream_sock *rs)
  */
 static int rstream_fallback_ret(struct rstream_sock *rs, int ret)
 {
-	if (unlikely(ret < 0) && READ_ONCE(rs->sk.sk_err) == -ret)
-		cmpxchg(&rs->sk.sk_err, -ret, 0);
+	if (unlikely(ret < 0)) {
+		if (READ_ONCE(rs->sk.sk_err) == -ret)
+			cmpxchg(&rs->sk.sk_err, -ret, 0);
+		if (!READ_ONCE(rs->tcp->sk->sk_err))
+			WRITE_ONCE(rs->tcp_err_copied, false);
+	}
 	return ret;
 }
 
@@ -184,13 +208,26 @@ void rstream_fallback_sock_init(struct rstream_sock *rs)
 }
 
 /*
+ * A file for a TCP socket of ours, opened with the caller's credentials:
+ * what looks at a socket's owner through its file (iptables' and
+ * nftables' owner matches, SIGURG) sees the caller's, as for its own TCP
+ * socket.  On failure the socket is released.  Process context.
+ */
+static int rstream_fallback_file(struct socket *tcp)
+{
+	struct file *file = sock_alloc_file(tcp, 0, NULL);
+
+	return PTR_ERR_OR_ZERO(file);
+}
+
+/*
  * socket(AF_RSTREAM, SOCK_STREAM, RSTREAM_PROTO_TCP4/6), for @rs to be
  * grafted on @sock: the TCP socket, of the IP version the protocol names,
  * made as the caller would make it (an LSM may refuse it), its wake-ups
- * @sock's.  Process context.
+ * @sock's.  Process context, a user's socket() (the TCP socket holds its
+ * network namespace as the caller's own would).
  */
-int rstream_fallback_create(struct rstream_sock *rs, struct socket *sock,
-			    int kern)
+int rstream_fallback_create(struct rstream_sock *rs, struct socket *sock)
 {
 	struct sock *sk = &rs->sk;
 	int family = sk->sk_protocol == RSTREAM_PROTO_TCP6 ? AF_INET6 : AF_INET;
@@ -198,7 +235,9 @@ int rstream_fallback_create(struct rstream_sock *rs, struct socket *sock,
 	int err;
 
 	err = __sock_create(sock_net(sk), family, SOCK_STREAM, IPPROTO_TCP,
-			    &tcp, kern);
+			    &tcp, 0);
+	if (!err)
+		err = rstream_fallback_file(tcp);
 	if (err)
 		return err;
 	rstream_fallback_share_wq(sock, tcp);
@@ -243,13 +282,18 @@ void rstream_fallback_release(struct rstream_sock *rs)
 	release_sock(sk);
 	if (!tcp)
 		return;
+	/*
+	 * Its file's release may come after our socket is freed (fput()
+	 * defers it): its wake-ups and errors are its own again first.
+	 */
+	write_lock_bh(&tcp->sk->sk_callback_lock);
 	if (rs->tcp_error_report) {
-		write_lock_bh(&tcp->sk->sk_callback_lock);
 		tcp->sk->sk_error_report = rs->tcp_error_report;
 		rcu_assign_sk_user_data(tcp->sk, NULL);
-		write_unlock_bh(&tcp->sk->sk_callback_lock);
 	}
-	sock_release(tcp);
+	rcu_assign_pointer(tcp->sk->sk_wq, &tcp->wq);
+	write_unlock_bh(&tcp->sk->sk_callback_lock);
+	fput(tcp->file);
 }
 
 /*
@@ -288,22 +332,26 @@ bool rstream_fallback_usable(struct rstream_sock *rs, int err)
  * connect().  Sock lock held.
  */
 static int rstream_fallback_switch(struct rstream_sock *rs, int why,
-				   struct sockaddr *addr, int addrlen)
+				   struct sockaddr *addr, int addrlen,
+				   bool report)
 {
 	struct sock *sk = &rs->sk;
 	int err;
 
 	WRITE_ONCE(rs->fallback_err, why);
-	rstream_fallback_sync(rs);
-	rstream_fallback_watch(rs);
-	err = kernel_connect(rs->tcp, addr, addrlen, O_NONBLOCK);
-	rs->paths = RSTREAM_PATH_TCP;
-	/* Pairs with rstream_on_tcp(). */
-	smp_store_release(&rs->on_tcp, true);
 	/* RDMA is done with: its id, what it holds and was charged for. */
 	rstream_conn_stop(rs);
 	rstream_conn_free(rs);
 	rstream_mem_uncharge(rs, false);
+	rstream_fallback_sync(rs);
+	rstream_fallback_watch(rs);
+	err = kernel_connect(rs->tcp, addr, addrlen, O_NONBLOCK);
+	/* Failed at once, with nobody to tell: SO_ERROR and poll say so. */
+	if (report && err && err != -EINPROGRESS)
+		WRITE_ONCE(sk->sk_err, -err);
+	rs->paths = RSTREAM_PATH_TCP;
+	/* Pairs with rstream_on_tcp(); poll reads the state after it. */
+	smp_store_release(&rs->on_tcp, true);
 	rstream_set_state(sk, TCP_CLOSE);
 	return err;
 }
@@ -340,16 +388,12 @@ static void rstream_fallback_work(struct work_struct *work)
 	struct rstream_sock *rs = container_of(work, struct rstream_sock,
 					       fallback_work);
 	struct sock *sk = &rs->sk;
-	int err;
 
 	lock_sock(sk);
 	if (!sock_flag(sk, SOCK_DEAD) && rs->tcp && !rs->on_tcp) {
-		err = rstream_fallback_switch(rs, rs->fallback_err,
-					      (struct sockaddr *)&rs->peer_addr,
-					      sizeof(rs->peer_addr));
-		/* Failed at once: SO_ERROR and poll say so. */
-		if (err && err != -EINPROGRESS)
-			WRITE_ONCE(sk->sk_err, -err);
+		rstream_fallback_switch(rs, rs->fallback_err,
+					(struct sockaddr *)&rs->peer_addr,
+					sizeof(rs->peer_addr), true);
 		sk->sk_state_change(sk);
 	}
 	release_sock(sk);
@@ -373,7 +417,8 @@ int rstream_fallback_connect(struct rstream_sock *rs, struct sockaddr *addr,
 		lock_sock(sk);
 		if (!rs->on_tcp) {
 			err = sk->sk_state != TCP_CLOSE ? -EISCONN :
-			      rstream_fallback_switch(rs, why, addr, addrlen);
+			      rstream_fallback_switch(rs, why, addr, addrlen,
+						      false);
 			release_sock(sk);
 			/* Blocking and under way: wait for it as TCP does. */
 			if (err != -EINPROGRESS || (flags & O_NONBLOCK))
@@ -452,15 +497,10 @@ __poll_t rstream_fallback_poll(struct file *file, struct rstream_sock *rs)
 	struct socket *tcp = rs->tcp;
 	struct sock *sk = &rs->sk;
 	__poll_t mask;
-	int err;
 
 	rstream_fallback_sync_fast(rs);
 	mask = tcp->ops->poll(file, tcp, NULL);
-	if (mask & EPOLLERR) {
-		err = READ_ONCE(tcp->sk->sk_err);
-		if (err && !READ_ONCE(sk->sk_err))
-			WRITE_ONCE(sk->sk_err, err);
-	}
+	rstream_fallback_copy_err(rs, tcp->sk);
 	if (READ_ONCE(sk->sk_err))
 		mask |= EPOLLERR;
 	return mask;
@@ -604,7 +644,8 @@ bool rstream_fallback_accept_ready(struct rstream_sock *rs)
 
 /*
  * Accept a waiting TCP client, without waiting, into a kernel socket of
- * its own; ERR_PTR(-EAGAIN) if none is there after all.  Sock lock held.
+ * its own with a file of the caller's; ERR_PTR(-EAGAIN) if none is there
+ * after all.  Sock lock held, process context.
  */
 struct socket *rstream_fallback_accept(struct rstream_sock *rs)
 {
@@ -614,7 +655,15 @@ struct socket *rstream_fallback_accept(struct rstream_sock *rs)
 	if (!rs->tcp)
 		return ERR_PTR(-EAGAIN);
 	err = kernel_accept(rs->tcp, &child, O_NONBLOCK);
+	if (!err)
+		err = rstream_fallback_file(child);
 	return err ? ERR_PTR(err) : child;
+}
+
+/* Close an accepted TCP connection nobody adopted.  Process context. */
+void rstream_fallback_put(struct socket *tcp)
+{
+	fput(tcp->file);
 }
 
 /*
@@ -624,13 +673,10 @@ struct socket *rstream_fallback_accept(struct rstream_sock *rs)
  */
 void rstream_fallback_adopt(struct rstream_sock *rs, struct socket *tcp)
 {
-	int err = READ_ONCE(tcp->sk->sk_err);
-
 	rs->tcp = tcp;
 	rstream_fallback_share_wq(rs->sk.sk_socket, tcp);
 	rstream_fallback_watch(rs);
-	if (err)
-		WRITE_ONCE(rs->sk.sk_err, err);
+	rstream_fallback_copy_err(rs, tcp->sk);
 	rs->paths = RSTREAM_PATH_TCP;
 	/* Pairs with rstream_on_tcp(). */
 	smp_store_release(&rs->on_tcp, true);

@@ -135,6 +135,7 @@ struct rstream_sock {
 	struct wait_queue_entry tcp_wait;
 	struct work_struct fallback_work;
 	void (*tcp_error_report)(struct sock *sk);	/* @tcp's own */
+	bool tcp_err_copied;		/* @tcp's pending error is SO_ERROR's */
 	/*
 	 * Handed to the CM by the socket layer for a transparent socket: the
 	 * RDMA connection attempt failed with @err (positive); true if the
@@ -142,6 +143,12 @@ struct rstream_sock {
 	 * failure.  CM handler or workqueue, no lock held.
 	 */
 	bool (*fallback)(struct rstream_sock *rs, int err);
+	/*
+	 * Handed to the CM by the socket layer: a new socket for a connection
+	 * arriving on this listener, with what it inherits from it.  CM
+	 * handler (process context).
+	 */
+	struct rstream_sock *(*new_child)(struct rstream_sock *lrs);
 	unsigned long connect_timeout;	/* jiffies connect() waits for RDMA */
 	/* Child: its place in one of the listener's lists, and the listener. */
 	struct list_head accept_node;
@@ -388,6 +395,7 @@ void rstream_conn_teardown(struct rstream_sock *rs);
 void rstream_conn_init(struct rstream_sock *rs);
 void rstream_conn_free(struct rstream_sock *rs);
 struct rdma_cm_id *rstream_cm_id_detach(struct rstream_sock *rs);
+void rstream_cm_drop_id(struct rstream_sock *rs);
 
 /* cm.c: connection management */
 
@@ -397,8 +405,7 @@ int rstream_cm_bind(struct rstream_sock *rs, struct sockaddr *addr);
 int rstream_cm_listen(struct rstream_sock *rs, int backlog);
 void rstream_cm_close_listener(struct rstream_sock *rs);
 int rstream_cm_ensure_id(struct rstream_sock *rs);
-void rstream_cm_drop_id(struct rstream_sock *rs);
-void rstream_cm_connect_timeout(struct work_struct *work);
+void rstream_cm_init(struct rstream_sock *rs);
 struct rstream_sock *rstream_cm_dequeue(struct rstream_sock *lrs);
 bool rstream_cm_accept_ready(struct rstream_sock *lrs);
 
@@ -419,7 +426,9 @@ static inline u8 rstream_paths(const struct rstream_sock *rs)
 {
 	if (rstream_on_tcp(rs))
 		return RSTREAM_PATH_TCP;
-	if (test_bit(RSTREAM_F_CONNECTED, &rs->flags))
+	/* The state says established before the flag says connected. */
+	if (test_bit(RSTREAM_F_CONNECTED, &rs->flags) ||
+	    rstream_state(&rs->sk) == TCP_ESTABLISHED)
 		return RSTREAM_PATH_RDMA;
 	return READ_ONCE(rs->paths);
 }
@@ -431,8 +440,7 @@ static inline bool rstream_transparent(const struct rstream_sock *rs)
 }
 
 void rstream_fallback_sock_init(struct rstream_sock *rs);
-int rstream_fallback_create(struct rstream_sock *rs, struct socket *sock,
-			    int kern);
+int rstream_fallback_create(struct rstream_sock *rs, struct socket *sock);
 void rstream_fallback_release(struct rstream_sock *rs);
 bool rstream_fallback_begin(struct rstream_sock *rs, int err);
 bool rstream_fallback_usable(struct rstream_sock *rs, int err);
@@ -463,6 +471,7 @@ int rstream_fallback_attach(struct rstream_sock *rs, int fd);
 bool rstream_fallback_accept_ready(struct rstream_sock *rs);
 struct socket *rstream_fallback_accept(struct rstream_sock *rs);
 void rstream_fallback_adopt(struct rstream_sock *rs, struct socket *tcp);
+void rstream_fallback_put(struct socket *tcp);
 
 /* tx.c and rx.c: the data path */
 
@@ -489,11 +498,6 @@ void rstream_tx_updates_locked(struct rstream_sock *rs);
 bool rstream_tx_writable(struct rstream_sock *rs);
 u32 rstream_tx_unacked(struct rstream_sock *rs);
 void rstream_wake(struct sock *sk, __poll_t events);
-
-/* af_rstream.c */
-
-struct rstream_sock *rstream_sock_alloc(struct net *net, struct sock *parent,
-					int kern);
 
 /* options.c */
 

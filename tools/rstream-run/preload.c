@@ -414,8 +414,8 @@ static void report_connect(int fd, const char *where, int ret, int err)
 	else if (path == RSTREAM_PATH_TCP)
 		say("connect to %s: TCP (not converted)%s%s", where,
 		    ret ? ": " : "", ret ? strerror(err) : "");
-	else if (ret)
-		say("connect to %s failed: %s", where, strerror(err));
+	else
+		say("connect to %s: %s", where, ret ? strerror(err) : "made");
 }
 
 int connect(int fd, const struct sockaddr *addr, socklen_t len)

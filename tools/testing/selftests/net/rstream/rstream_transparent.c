@@ -725,6 +725,56 @@ TEST_F_TIMEOUT(silent, nonblocking_connect_falls_back_in_time, 60)
 	close(c);
 }
 
+struct accepter {
+	int l;
+	pthread_t tid;
+};
+
+/* Accept a client and send it a byte: the other end of a fallback. */
+static void *accept_and_send(void *arg)
+{
+	struct accepter *a = arg;
+	int s = accept(a->l, NULL, NULL);
+
+	if (s >= 0) {
+		send(s, "x", 1, MSG_NOSIGNAL);
+		sleep(1);
+		close(s);
+	}
+	return NULL;
+}
+
+/*
+ * While a connection goes over to TCP, the socket is still connecting to
+ * every call: a nonblocking receive says EAGAIN (not an end of stream),
+ * a blocking one waits for TCP's connection and its bytes.  The dying
+ * RDMA attempt once answered them.
+ */
+TEST_F_TIMEOUT(silent, calls_while_falling_back, 60)
+{
+	int c = transparent_socket(AF_INET, SOCK_NONBLOCK);
+	struct accepter a = { .l = self->tcp };
+	struct timeval tv = { .tv_sec = 10 };
+	char b;
+	int err;
+
+	ASSERT_LE(0, c);
+	ASSERT_EQ(0, set_int(c, SOL_RDMA, RSTREAM_CONNECT_TIMEOUT, 500));
+	err = errno_of(connect(c, SA(&self->at), self->at.len));
+	ASSERT_EQ(EINPROGRESS, err);
+	EXPECT_EQ(EAGAIN, errno_of(recv(c, &b, 1, 0)));
+	EXPECT_EQ(0, wait_for(c, POLLIN | POLLOUT, 0));
+	pthread_create(&a.tid, NULL, accept_and_send, &a);
+	ASSERT_EQ(0, fcntl(c, F_SETFL, 0));
+	ASSERT_EQ(0, setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	EXPECT_EQ(1, GUARDED(recv(c, &b, 1, 0)))
+		TH_LOG("recv: %s", strerror(errno));
+	EXPECT_EQ('x', b);
+	EXPECT_EQ(RSTREAM_PATH_TCP, int_opt(c, SOL_RDMA, RSTREAM_PATH));
+	pthread_join(a.tid, NULL);
+	close(c);
+}
+
 /* The same with RDMA's time limit set: the socket's own. */
 TEST_F_TIMEOUT(silent, connect_timeout_is_the_sockets, 60)
 {
@@ -970,7 +1020,11 @@ TEST_F(tsock, refused_on_both_paths)
 	}
 	EXPECT_EQ(ECONNREFUSED, err) TH_LOG("%s", strerror(err));
 	EXPECT_EQ(ECONNREFUSED, int_opt(c, SOL_RDMA, RSTREAM_FALLBACK));
+	/* Read once, the error is gone: a poll does not bring it back. */
 	EXPECT_EQ(0, int_opt(c, SOL_SOCKET, SO_ERROR));
+	wait_for(c, POLLOUT, 0);
+	EXPECT_EQ(0, int_opt(c, SOL_SOCKET, SO_ERROR))
+		TH_LOG("SO_ERROR said it again");
 	close(c);
 
 	c = transparent_socket(variant->family, 0);
@@ -1076,6 +1130,56 @@ TEST_F(tsock, fallback_wakes_every_waiter)
 	close(s);
 	close(c);
 	close(tl);
+}
+
+/*
+ * Where RDMA cannot listen (an address no RDMA device has), the listener is
+ * TCP's alone, and poll and epoll hear of its clients.
+ */
+TEST_F(tsock, listener_on_tcp_alone)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int l = transparent_socket(variant->family, 0);
+	int ep = epoll_create1(0), c, s;
+	struct ep at, bound;
+
+	ASSERT_LE(0, l);
+	ASSERT_LE(0, ep);
+	ep_host(&at, variant->family, 0);
+	if (variant->family == AF_INET)
+		((struct sockaddr_in *)&at.ss)->sin_addr.s_addr =
+			htonl(INADDR_LOOPBACK);
+	else
+		((struct sockaddr_in6 *)&at.ss)->sin6_addr = in6addr_loopback;
+	ASSERT_EQ(0, bind(l, SA(&at), at.len));
+	ASSERT_EQ(0, listen(l, 4));
+	name_of(l, false, &bound);
+	EXPECT_EQ(RSTREAM_PATH_TCP, int_opt(l, SOL_RDMA, RSTREAM_PATH));
+	EXPECT_LT(0, int_opt(l, SOL_RDMA, RSTREAM_FALLBACK));
+	ASSERT_EQ(0, epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev));
+	EXPECT_EQ(0, wait_for(l, POLLIN, 0));
+	c = client_on(_metadata, tcp_socket(variant->family), &bound);
+	EXPECT_EQ(POLLIN, wait_for(l, POLLIN, PROMPT_MS))
+		TH_LOG("poll did not hear of the client");
+	EXPECT_EQ(1, epoll_wait(ep, &ev, 1, PROMPT_MS));
+	s = accept_one(_metadata, l);
+	both_ways(_metadata, c, s);
+	close(s);
+	close(c);
+	close(ep);
+	close(l);
+}
+
+/* The other IP version's address: refused at once, as by TCP. */
+TEST_F(tsock, other_ip_version_refused)
+{
+	struct ep other;
+	int c = transparent_socket(variant->family, 0);
+
+	ASSERT_LE(0, c);
+	ep_host(&other, variant->family == AF_INET ? AF_INET6 : AF_INET, 9);
+	EXPECT_EQ(EAFNOSUPPORT, errno_of(connect(c, SA(&other), other.len)));
+	close(c);
 }
 
 /* A transparent socket does not take another's TCP listener. */
