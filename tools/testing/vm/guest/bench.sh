@@ -3,7 +3,10 @@
 #
 # What `make bench` measures, in one guest, over one soft-RoCE device
 # (rxe0): rstream(1)'s default sequence over AF_RSTREAM, rdma-core's
-# rstream over userspace rsockets and our tool over TCP; raw RDMA writes
+# rstream over userspace rsockets and our tool over TCP, and our tool's
+# TCP mode through rstream-run, whose transparent sockets connect over
+# RDMA (-n) or stay on TCP (-c none -l none: every call forwarded to the
+# TCP sockets inside, at both ends); raw RDMA writes
 # (ib_write_lat, ib_write_bw) at the sizes the targets compare with; then
 # 1,000 connections held open and set up one after another, over
 # AF_RSTREAM and over TCP; and real programs (iperf3, redis) over
@@ -19,13 +22,14 @@
 #   A <figure> <af> <run> <value>                real programs
 # Anything else is shown as it is.
 #
-# RSTREAM_BENCH_ONLY (words: stream, raw, conn, apps) limits what runs;
+# RSTREAM_BENCH_ONLY (words: stream, transparent, raw, conn, apps) limits
+# what runs;
 # RSTREAM_BENCH_PERF="<tool>:<test> ..." records a system-wide profile
 # (perf, call graphs) while each test named runs in the first repetition;
 # conn:rstream and conn:tcp name the 1,000 connects.
 
 RUNS=${RSTREAM_BENCH_RUNS:-3}
-ONLY=${RSTREAM_BENCH_ONLY:-"stream raw conn apps"}
+ONLY=${RSTREAM_BENCH_ONLY:-"stream transparent raw conn apps"}
 ADDR=192.0.2.1
 OURS=/usr/lib/rstream/selftests/rstream
 CMD=/usr/lib/rstream/selftests/rstream_cmd
@@ -111,16 +115,20 @@ perf_report() {
 	rm -f /tmp/perf.data
 }
 
-stream_run() {	# stream_run <tool name> <binary> <port> <options>...
+# stream_run <tool name> <binary> <port> <options>...: with $wrap (words)
+# before the binary at both ends, if set.
+stream_run() {
 	name=$1
 	tool=$2
 	port=$3
 	shift 3
-	"$tool" -p "$port" "$@" > "/tmp/bench-server.$name" 2>&1 &
+	# shellcheck disable=SC2086 # the wrapper is words
+	$wrap "$tool" -p "$port" "$@" > "/tmp/bench-server.$name" 2>&1 &
 	server=$!
 	perf_start "$name" "$run"
 	i=0
-	until "$tool" -s $ADDR -f ip -p "$port" "$@" > "/tmp/bench-client.$name" 2>&1; do
+	# shellcheck disable=SC2086
+	until $wrap "$tool" -s $ADDR -f ip -p "$port" "$@" > "/tmp/bench-client.$name" 2>&1; do
 		i=$((i + 1))
 		if [ $i -ge 50 ]; then
 			echo "# $name: client failed: $(tail -n 3 "/tmp/bench-client.$name" | tr '\n' ' ')"
@@ -261,13 +269,16 @@ app_client() {
 
 # apps_run <af>: iperf3, one stream for 4 s, and redis-benchmark's SET and
 # GET (4 clients, 5,000 requests each), over AF_RSTREAM (both ends run by
-# rstream-run -n: no fallback to TCP) or over TCP.
+# rstream-run -n: no fallback to TCP), over TCP, or over transparent
+# sockets kept on TCP (ttcp: rstream-run -c none -l none at both ends).
 apps_run() {
 	af=$1
 	wrap=
 	[ "$af" = rstream ] && wrap="$RUNNER -n"
+	[ "$af" = ttcp ] && wrap="$RUNNER -c none -l none"
 	port=$((PORT + 100 + run))
 	[ "$af" = tcp ] && port=$((port + 50))
+	[ "$af" = ttcp ] && port=$((port + 250))
 	# shellcheck disable=SC2086 # the wrapper is words
 	timeout 120 $wrap iperf3 -s -1 -B $ADDR -p $port > /tmp/app.server 2>&1 &
 	server=$!
@@ -312,9 +323,17 @@ run=1
 while [ $run -le "$RUNS" ]; do
 	echo "# run $run of $RUNS"
 	if wants stream; then
+		wrap=
 		stream_run rstream $OURS 7481
 		stream_run rsockets /usr/bin/rstream 7482
 		stream_run tcp $OURS 7483 -T s
+	fi
+	if wants transparent; then
+		wrap="$RUNNER -n"
+		stream_run trdma $OURS 7484 -T s
+		wrap="$RUNNER -c none -l none"
+		stream_run ttcp $OURS 7485 -T s
+		wrap=
 	fi
 	if wants raw; then
 		raw_lat 64
@@ -331,6 +350,7 @@ while [ $run -le "$RUNS" ]; do
 	if wants apps; then
 		apps_run rstream
 		apps_run tcp
+		apps_run ttcp
 	fi
 	run=$((run + 1))
 done

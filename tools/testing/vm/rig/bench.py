@@ -111,13 +111,42 @@ def apps_table(apps):
     if not apps:
         return []
     out = ["", "| program, through rstream-run | AF_RSTREAM | TCP | "
-           "AF_RSTREAM / TCP |", "|---|---|---|---|"]
+           "AF_RSTREAM / TCP | transparent, on TCP | on TCP / TCP |",
+           "|---|---|---|---|---|---|"]
     for key, label in APPS:
         ours = Figure(apps.get((key, "rstream"), []))
         tcp = Figure(apps.get((key, "tcp"), []))
+        ttcp = Figure(apps.get((key, "ttcp"), []))
         vs = (f"{ours.median / tcp.median:.2f}"
               if ours and tcp and tcp.median else "-")
-        out.append(f"| {label} | {ours.text()} | {tcp.text()} | {vs} |")
+        vt = (f"{ttcp.median / tcp.median:.2f}"
+              if ttcp and tcp and tcp.median else "-")
+        out.append(f"| {label} | {ours.text()} | {tcp.text()} | {vs} | "
+                   f"{ttcp.text()} | {vt} |")
+    return out
+
+
+def transparent_table(fig):
+    """Transparent sockets beside the sockets they stand for, in one run:
+    over RDMA beside AF_RSTREAM, on TCP beside TCP."""
+    if not fig("trdma", "64_lat", "usec") and not fig("ttcp", "64_lat", "usec"):
+        return []
+    out = ["", "| test | AF_RSTREAM | transparent, RDMA | ratio | TCP | "
+           "transparent, on TCP | ratio |", "|---|---|---|---|---|---|---|"]
+    for test in SEQUENCE:
+        unit = "usec" if test.endswith("_lat") else "gbps"
+        label = "usec/xfer" if unit == "usec" else "Gb/s"
+        cells = []
+        for plain, transparent in (("rstream", "trdma"), ("tcp", "ttcp")):
+            a, b = fig(plain, test, unit), fig(transparent, test, unit)
+            cells += [a.text(), b.text(),
+                      f"{b.median / a.median:.2f}" if a and b else "-"]
+        out.append(f"| {test} ({label}) | " + " | ".join(cells) + " |")
+    out.append("")
+    out.append("rstream(1) -T s through rstream-run: -n (the transparent "
+               "sockets connect over RDMA) and -c none -l none (they stay "
+               "on TCP, every call forwarded, at both ends); ratio: "
+               "transparent / plain.")
     return out
 
 
@@ -174,6 +203,7 @@ def report(kernel_name, text):
                f"{beyond.text()} | - |")
     out.append(f"| set-up time per connection (ms, sequential) | "
                f"{setup['rstream'].text()} | {setup['tcp'].text()} |")
+    out.extend(transparent_table(fig))
     out.extend(apps_table(apps))
     if sites:
         out.append("")

@@ -311,7 +311,7 @@ nginx_serves_curl() {
 	EOF
 	serve 20630 /tmp/run.server "$RUN -v" nginx -e $ng/error.log -p $ng \
 		-c $ng/nginx.conf
-	for wrap in "$RUN -n" ""; do
+	for wrap in "$RUN -v" ""; do
 		# shellcheck disable=SC2086
 		timeout "$LIMIT" $wrap curl -sS -o $ng/got \
 			"http://$ADDR:20630/blob" 2> /tmp/run.client ||
@@ -345,7 +345,7 @@ memcached_stores_and_reads() {
 	serve 20640 /tmp/run.server "$RUN -v" memcached -U 0 -u root -t 2 \
 		-l "$ADDR" -p 20640 -m 16 -vv
 	servers="--servers=$ADDR:20640"
-	for wrap in "$RUN -v" ""; do
+	for wrap in "$RUN -n" ""; do
 		# shellcheck disable=SC2086 # the wrapper is words
 		(cd $mc && timeout "$LIMIT" $wrap memccp $servers blob) \
 			2> /tmp/run.client || die "memccp ($wrap): $(cat /tmp/run.client)"

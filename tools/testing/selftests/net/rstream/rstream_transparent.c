@@ -1133,8 +1133,9 @@ TEST_F(tsock, fallback_wakes_every_waiter)
 }
 
 /*
- * Where RDMA cannot listen (an address no RDMA device has), the listener is
- * TCP's alone, and poll and epoll hear of its clients.
+ * Where RDMA cannot listen (an address no RDMA device has: 127.0.0.1 will
+ * not do, rdma_cm takes it to any device), the listener is TCP's alone,
+ * and poll and epoll hear of its clients.
  */
 TEST_F(tsock, listener_on_tcp_alone)
 {
@@ -1147,11 +1148,12 @@ TEST_F(tsock, listener_on_tcp_alone)
 	ASSERT_LE(0, ep);
 	ep_host(&at, variant->family, 0);
 	if (variant->family == AF_INET)
-		((struct sockaddr_in *)&at.ss)->sin_addr.s_addr =
-			htonl(INADDR_LOOPBACK);
+		inet_pton(AF_INET, getenv("RSTREAM_NODEV_ADDR4") ?: "198.51.100.201",
+			  &((struct sockaddr_in *)&at.ss)->sin_addr);
 	else
-		((struct sockaddr_in6 *)&at.ss)->sin6_addr = in6addr_loopback;
-	ASSERT_EQ(0, bind(l, SA(&at), at.len));
+		inet_pton(AF_INET6, getenv("RSTREAM_NODEV_ADDR6") ?: "2001:db8:77::1",
+			  &((struct sockaddr_in6 *)&at.ss)->sin6_addr);
+	ASSERT_EQ(0, bind(l, SA(&at), at.len)) TH_LOG("%s", strerror(errno));
 	ASSERT_EQ(0, listen(l, 4));
 	name_of(l, false, &bound);
 	EXPECT_EQ(RSTREAM_PATH_TCP, int_opt(l, SOL_RDMA, RSTREAM_PATH));

@@ -3,14 +3,20 @@
 #
 # Transparent sockets (rstream_transparent): the test program runs under
 # rstream-run, as a converted program would, with a netdev that has no
-# RDMA device and no address (RSTREAM_NODEV) for SO_BINDTODEVICE to point
-# at.  Its KTAP is this suite's.
+# RDMA device (RSTREAM_NODEV) and addresses of its own that route nowhere
+# else (RSTREAM_NODEV_ADDR4, _ADDR6): for SO_BINDTODEVICE to point at, and
+# for a listener RDMA cannot listen on.  Its KTAP is this suite's.
 
 DIR=$(cd "$(dirname "$0")" && pwd)
 RSTREAM_NODEV=rsnodev0
-export RSTREAM_NODEV RSTREAM_PRELOAD="$DIR/librstream-preload.so"
+RSTREAM_NODEV_ADDR4=198.51.100.201
+RSTREAM_NODEV_ADDR6=2001:db8:77::1
+export RSTREAM_NODEV RSTREAM_NODEV_ADDR4 RSTREAM_NODEV_ADDR6
+export RSTREAM_PRELOAD="$DIR/librstream-preload.so"
 
 ip link add "$RSTREAM_NODEV" type dummy 2>/dev/null
+ip addr add "$RSTREAM_NODEV_ADDR4/32" dev "$RSTREAM_NODEV"
+ip -6 addr add "$RSTREAM_NODEV_ADDR6/128" dev "$RSTREAM_NODEV" nodad
 ip link set "$RSTREAM_NODEV" up
 trap 'ip link delete "$RSTREAM_NODEV" 2>/dev/null' EXIT
 "$DIR/rstream-run" "$DIR/rstream_transparent"
