@@ -1107,6 +1107,8 @@ static void *fuzz_thread(void *arg)
 /* The users: an echo server and connectors that check what comes back. */
 
 static atomic_ulong conn_ok, conn_err, echo_conns;
+/* Transparent connections checked, by the path they took. */
+static atomic_ulong conn_t_rdma, conn_t_tcp;
 
 /* Byte @i of connection @c's pattern. */
 static unsigned char pattern(__u64 c, __u64 i)
@@ -1321,6 +1323,14 @@ static int connect_once(struct thread *t, __u64 id)
 	op_end(t);
 	if (r)
 		goto err;
+	if (transparent) {
+		socklen_t plen = sizeof(int);
+		int path = 0;
+
+		getsockopt(fd, SOL_RDMA, RSTREAM_PATH, &path, &plen);
+		atomic_fetch_add(path == RSTREAM_PATH_TCP ? &conn_t_tcp :
+				 &conn_t_rdma, 1);
+	}
 	fcntl(fd, F_SETFL, O_NONBLOCK);
 	for (i = 0; i < len; i++)
 		buf[i] = pattern(id, i);
@@ -1572,8 +1582,10 @@ static int run_users(void)
 		       (void *)(uintptr_t)(opt_seed + 1000));
 	sleep(opt_seconds);
 	hung = stop_all("users");
-	printf("users: %lu connections checked, %lu ended by an error\n",
-	       atomic_load(&conn_ok), atomic_load(&conn_err));
+	printf("users: %lu connections checked, %lu ended by an error; "
+	       "transparent ones made over RDMA %lu, over TCP %lu\n",
+	       atomic_load(&conn_ok), atomic_load(&conn_err),
+	       atomic_load(&conn_t_rdma), atomic_load(&conn_t_tcp));
 	if (!atomic_load(&conn_ok))
 		fail("no connection of the users carried its data in %d s",
 		     opt_seconds);
