@@ -252,6 +252,32 @@ static int connect_end(int fd, int ms)
 	return err;
 }
 
+static atomic_int sigio_count;
+
+static void on_sigio(int sig)
+{
+	sigio_count++;
+}
+
+/* SIGIO to this process for @fd, O_ASYNC on. */
+static void want_sigio(struct __test_metadata *_metadata, int fd)
+{
+	struct sigaction sa = { .sa_handler = on_sigio };
+
+	sigaction(SIGIO, &sa, NULL);
+	ASSERT_EQ(0, fcntl(fd, F_SETOWN, getpid()));
+	ASSERT_EQ(0, fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC));
+	sigio_count = 0;
+}
+
+/* Up to 5 s for a SIGIO. */
+static bool got_sigio(void)
+{
+	for (int i = 0; i < 50 && !sigio_count; i++)
+		usleep(100 * 1000);
+	return sigio_count > 0;
+}
+
 /*
  * The program's view: TCP sockets rstream-run converted.
  */
@@ -407,6 +433,30 @@ TEST_F(conv, epoll_before_connect_and_listen)
 	close(c);
 	close(l);
 	close(ep);
+}
+
+/*
+ * O_ASYNC and F_SETOWN set before connect(): the connection's data raises
+ * SIGIO.  The preload once left them on the socket it put aside.
+ */
+TEST_F(conv, sigio_owner_before_connect)
+{
+	struct ep bound;
+	int l = listener_on(_metadata, socket(variant->family, SOCK_STREAM, 0),
+			    variant->family, &bound);
+	int c = socket(variant->family, SOCK_STREAM, 0), s;
+
+	ASSERT_LE(0, c);
+	want_sigio(_metadata, c);
+	client_on(_metadata, c, &bound);
+	s = accept_one(_metadata, l);
+	sigio_count = 0;
+	ASSERT_EQ(1, send(s, "x", 1, 0));
+	EXPECT_TRUE(got_sigio()) TH_LOG("no SIGIO for the data");
+	EXPECT_TRUE(fcntl(c, F_GETFL) & O_ASYNC);
+	close(s);
+	close(c);
+	close(l);
 }
 
 /*
@@ -665,6 +715,36 @@ TEST_F_TIMEOUT(prog, bindtodevice_both_paths, 60)
 	}
 	EXPECT_EQ(0, wait_for(l, POLLIN, 0)) TH_LOG("a client got through");
 	close(l);
+}
+
+/*
+ * SO_MARK reaches the TCP side: a mark that policy routing sends nowhere
+ * (RSTREAM_UNREACHABLE_MARK, the wrapper's rule) keeps a connection over
+ * TCP from being made, where without it the same connection is.
+ */
+TEST_F(prog, mark_reaches_tcp)
+{
+	int mark = atoi(getenv("RSTREAM_UNREACHABLE_MARK") ?: "0");
+	struct ep tb;
+	int tl = listener_on(_metadata, tcp_socket(AF_INET), AF_INET, &tb);
+	int c, s, err;
+
+	ASSERT_NE(0, mark) TH_LOG("RSTREAM_UNREACHABLE_MARK is not set");
+	c = transparent_socket(AF_INET, 0);
+	ASSERT_EQ(0, set_int(c, SOL_SOCKET, SO_MARK, mark));
+	err = errno_of(GUARDED(connect(c, SA(&tb), tb.len)));
+	EXPECT_TRUE(err == ENETUNREACH || err == EHOSTUNREACH)
+		TH_LOG("with the mark: %s", err ? strerror(err) : "connected");
+	EXPECT_EQ(RSTREAM_PATH_TCP, int_opt(c, SOL_RDMA, RSTREAM_PATH));
+	close(c);
+	EXPECT_EQ(0, wait_for(tl, POLLIN, 0)) TH_LOG("a client got through");
+
+	c = client_on(_metadata, transparent_socket(AF_INET, 0), &tb);
+	s = accept_one(_metadata, tl);
+	both_ways(_metadata, c, s);
+	close(s);
+	close(c);
+	close(tl);
 }
 
 /*
@@ -1032,13 +1112,6 @@ TEST_F(tsock, refused_on_both_paths)
 	close(c);
 }
 
-static atomic_int sigio_count;
-
-static void on_sigio(int sig)
-{
-	sigio_count++;
-}
-
 struct sender {
 	int fd;
 	int delay_ms;
@@ -1074,7 +1147,6 @@ static void send_later_start(struct sender *sd, int peer)
  */
 TEST_F(tsock, fallback_wakes_every_waiter)
 {
-	struct sigaction sa = { .sa_handler = on_sigio };
 	struct epoll_event ev = { .events = EPOLLIN };
 	struct sender sd;
 	struct ep tb;
@@ -1115,15 +1187,10 @@ TEST_F(tsock, fallback_wakes_every_waiter)
 	pthread_join(sd.tid, NULL);
 	EXPECT_EQ(2, recv(c, b, sizeof(b), MSG_DONTWAIT));
 	/* SIGIO. */
-	sigaction(SIGIO, &sa, NULL);
-	ASSERT_EQ(0, fcntl(c, F_SETOWN, getpid()));
-	ASSERT_EQ(0, fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_ASYNC));
-	sigio_count = 0;
+	want_sigio(_metadata, c);
 	send_later_start(&sd, s);
 	pthread_join(sd.tid, NULL);
-	for (int i = 0; i < 50 && !sigio_count; i++)
-		usleep(100 * 1000);
-	EXPECT_LT(0, sigio_count) TH_LOG("no SIGIO");
+	EXPECT_TRUE(got_sigio()) TH_LOG("no SIGIO");
 	EXPECT_EQ(1, recv(c, b, sizeof(b), MSG_DONTWAIT));
 	close(epe);
 	close(epl);

@@ -18,5 +18,18 @@ ip link add "$RSTREAM_NODEV" type dummy 2>/dev/null
 ip addr add "$RSTREAM_NODEV_ADDR4/32" dev "$RSTREAM_NODEV"
 ip -6 addr add "$RSTREAM_NODEV_ADDR6/128" dev "$RSTREAM_NODEV" nodad
 ip link set "$RSTREAM_NODEV" up
-trap 'ip link delete "$RSTREAM_NODEV" 2>/dev/null' EXIT
+# Policy routing that sends IPv4 traffic with this mark nowhere, for
+# SO_MARK's test: the test's addresses are local, so the local table's
+# rule moves behind the mark's rule for the suite's time.
+RSTREAM_UNREACHABLE_MARK=119
+export RSTREAM_UNREACHABLE_MARK
+ip rule add pref 100 lookup local
+ip rule del pref 0 lookup local
+ip rule add pref 50 fwmark $RSTREAM_UNREACHABLE_MARK lookup 119
+ip route add unreachable default table 119
+trap 'ip link delete "$RSTREAM_NODEV" 2>/dev/null
+      ip rule del pref 50
+      ip rule add pref 0 lookup local
+      ip rule del pref 100
+      ip route flush table 119' EXIT
 "$DIR/rstream-run" "$DIR/rstream_transparent"
