@@ -136,8 +136,7 @@ static struct rstream_sock *rstream_sock_alloc(struct net *net,
 		sk->sk_rcvlowat = parent->sk_rcvlowat;
 		sk->sk_rcvtimeo = parent->sk_rcvtimeo;
 		sk->sk_sndtimeo = parent->sk_sndtimeo;
-		sk->sk_flags = parent->sk_flags & (BIT(SOCK_KEEPOPEN) |
-						   BIT(SOCK_LINGER));
+		sk->sk_flags = parent->sk_flags & RSTREAM_TCP_FLAGS;
 		sk->sk_lingertime = parent->sk_lingertime;
 #ifdef CONFIG_MEMCG
 		/*

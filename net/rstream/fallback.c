@@ -47,22 +47,14 @@
 
 #include "rstream.h"
 
-/* Socket flags that SOL_SOCKET options set and TCP reads. */
-#define RSTREAM_TCP_FLAGS	(BIT(SOCK_KEEPOPEN) | BIT(SOCK_LINGER) |      \
-				 BIT(SOCK_URGINLINE) | BIT(SOCK_LOCALROUTE) | \
-				 BIT(SOCK_RCVTSTAMP) | BIT(SOCK_RCVTSTAMPNS) | \
-				 BIT(SOCK_TSTAMP_NEW))
-
 static void rstream_fallback_work(struct work_struct *work);
 
 /*
- * What TCP reads of the SOL_SOCKET settings on every call: copied when
- * they differ, before a call goes to TCP.  Process context.
+ * What TCP reads of the SOL_SOCKET settings as it goes: copied when they
+ * differ.  Any context that may read them; no lock needed.
  */
-static void rstream_fallback_sync_fast(struct rstream_sock *rs)
+static void rstream_fallback_sync_fields(struct sock *sk, struct sock *tsk)
 {
-	struct sock *sk = &rs->sk, *tsk = rs->tcp->sk;
-
 	if (unlikely(READ_ONCE(tsk->sk_rcvtimeo) != READ_ONCE(sk->sk_rcvtimeo)))
 		WRITE_ONCE(tsk->sk_rcvtimeo, READ_ONCE(sk->sk_rcvtimeo));
 	if (unlikely(READ_ONCE(tsk->sk_sndtimeo) != READ_ONCE(sk->sk_sndtimeo)))
@@ -78,9 +70,28 @@ static void rstream_fallback_sync_fast(struct rstream_sock *rs)
 }
 
 /*
+ * Whether a buffer size the program set (@lock: SOCK_SNDBUF_LOCK or
+ * SOCK_RCVBUF_LOCK) is not TCP's yet: TCP sizes its buffers itself until
+ * one is set, and never moves one that was.
+ */
+static bool rstream_fallback_buf_differs(struct sock *sk, struct sock *tsk,
+					 u8 lock)
+{
+	/* A bit-field on 6.1: no READ_ONCE(); a stale read syncs next call. */
+	if (!(sk->sk_userlocks & lock))
+		return false;
+	if (!(tsk->sk_userlocks & lock))
+		return true;
+	return lock == SOCK_SNDBUF_LOCK ?
+	       READ_ONCE(tsk->sk_sndbuf) != READ_ONCE(sk->sk_sndbuf) :
+	       READ_ONCE(tsk->sk_rcvbuf) != READ_ONCE(sk->sk_rcvbuf);
+}
+
+/*
  * Everything TCP takes from the SOL_SOCKET settings, before it binds,
- * listens or connects, and before it closes (the linger time).  Sock lock
- * held; takes the TCP socket's.
+ * listens or connects, before it closes (the linger time), and on a call
+ * after the program changed one of them.  Process context; takes the TCP
+ * socket's sock lock, the caller may hold the AF_RSTREAM socket's.
  */
 static void rstream_fallback_sync(struct rstream_sock *rs)
 {
@@ -89,11 +100,13 @@ static void rstream_fallback_sync(struct rstream_sock *rs)
 	lock_sock(tsk);
 	tsk->sk_flags = (tsk->sk_flags & ~RSTREAM_TCP_FLAGS) |
 			(READ_ONCE(sk->sk_flags) & RSTREAM_TCP_FLAGS);
-	if (sk->sk_userlocks & SOCK_SNDBUF_LOCK) {
+	if (rstream_fallback_buf_differs(sk, tsk, SOCK_SNDBUF_LOCK)) {
 		tsk->sk_userlocks |= SOCK_SNDBUF_LOCK;
 		WRITE_ONCE(tsk->sk_sndbuf, READ_ONCE(sk->sk_sndbuf));
+		/* As SO_SNDBUF on TCP: a writer may have room now. */
+		tsk->sk_write_space(tsk);
 	}
-	if (sk->sk_userlocks & SOCK_RCVBUF_LOCK) {
+	if (rstream_fallback_buf_differs(sk, tsk, SOCK_RCVBUF_LOCK)) {
 		tsk->sk_userlocks |= SOCK_RCVBUF_LOCK;
 		WRITE_ONCE(tsk->sk_rcvbuf, READ_ONCE(sk->sk_rcvbuf));
 	}
@@ -105,8 +118,29 @@ static void rstream_fallback_sync(struct rstream_sock *rs)
 		WRITE_ONCE(tsk->sk_bound_dev_if, READ_ONCE(sk->sk_bound_dev_if));
 		sk_dst_reset(tsk);
 	}
-	rstream_fallback_sync_fast(rs);
+	rstream_fallback_sync_fields(sk, tsk);
 	release_sock(tsk);
+}
+
+/*
+ * Before a call goes to TCP: the settings TCP reads as it goes, and the
+ * rest when a SOL_SOCKET option changed one since (the core sets them on
+ * the AF_RSTREAM socket, after the connection too: rstream(1) and
+ * rdma-core's rstream size an accepted socket's buffers after accept()).
+ * Process context, no sock lock held.
+ */
+static void rstream_fallback_sync_fast(struct rstream_sock *rs)
+{
+	struct sock *sk = &rs->sk, *tsk = rs->tcp->sk;
+
+	rstream_fallback_sync_fields(sk, tsk);
+	if (unlikely(((READ_ONCE(sk->sk_flags) ^ READ_ONCE(tsk->sk_flags)) &
+		      RSTREAM_TCP_FLAGS) ||
+		     READ_ONCE(tsk->sk_lingertime) !=
+		     READ_ONCE(sk->sk_lingertime) ||
+		     rstream_fallback_buf_differs(sk, tsk, SOCK_SNDBUF_LOCK) ||
+		     rstream_fallback_buf_differs(sk, tsk, SOCK_RCVBUF_LOCK)))
+		rstream_fallback_sync(rs);
 }
 
 /*

@@ -234,6 +234,17 @@ struct rstream_sock {
 #define RSTREAM_FALLBACK_TIMEOUT_MS	3000
 #define RSTREAM_CONNECT_TIMEOUT_MAX_MS	60000
 
+/*
+ * Socket flags that SOL_SOCKET options set, that TCP reads and that an
+ * accepted socket inherits from its listener, as TCP's do.  None of them
+ * is one whose setting enabled the global timestamp key (SOCK_TIMESTAMP):
+ * copying them owes the destructor nothing.
+ */
+#define RSTREAM_TCP_FLAGS	(BIT(SOCK_KEEPOPEN) | BIT(SOCK_LINGER) |      \
+				 BIT(SOCK_URGINLINE) | BIT(SOCK_LOCALROUTE) | \
+				 BIT(SOCK_RCVTSTAMP) | BIT(SOCK_RCVTSTAMPNS) | \
+				 BIT(SOCK_TSTAMP_NEW))
+
 static inline struct rstream_sock *rstream_sk(const struct sock *sk)
 {
 	return container_of(sk, struct rstream_sock, sk);

@@ -1080,6 +1080,61 @@ TEST_F(tsock, options_before_the_choice)
 	close(tl);
 }
 
+/* What @fd takes without blocking while its peer reads nothing (16 MiB at most). */
+static long fill(int fd)
+{
+	static char b[64 << 10];
+	long taken = 0;
+	ssize_t n;
+
+	while (taken < 16L << 20 &&
+	       (n = send(fd, b, sizeof(b), MSG_DONTWAIT)) > 0)
+		taken += n;
+	return taken;
+}
+
+/*
+ * SO_SNDBUF set once the connection is made (rstream(1) and rdma-core's
+ * rstream size an accepted socket's buffers after accept()) is TCP's
+ * too: a socket that fell back, and one accepted over TCP, stop taking
+ * data at what the peer's window and a small send buffer hold, where
+ * TCP's own sizing takes megabytes.
+ */
+TEST_F(tsock, buffer_size_after_connect)
+{
+	const long mib = 1 << 20;
+	struct ep tb, rb;
+	int tl = listener_on(_metadata, tcp_socket(variant->family),
+			     variant->family, &tb);
+	int l = listener_on(_metadata, transparent_socket(variant->family, 0),
+			    variant->family, &rb);
+	int c = client_on(_metadata, transparent_socket(variant->family, 0),
+			  &tb);
+	int s = accept_one(_metadata, tl), c2, s2;
+	long taken;
+
+	EXPECT_EQ(RSTREAM_PATH_TCP, int_opt(c, SOL_RDMA, RSTREAM_PATH));
+	ASSERT_EQ(0, set_int(c, SOL_SOCKET, SO_SNDBUF, 4096));
+	taken = fill(c);
+	EXPECT_GT(mib, taken) TH_LOG("fallen back: took %ld bytes", taken);
+	/* TCP's own sizing, which the option must have replaced. */
+	taken = fill(s);
+	EXPECT_LT(mib, taken) TH_LOG("plain TCP: took %ld bytes", taken);
+
+	c2 = client_on(_metadata, tcp_socket(variant->family), &rb);
+	s2 = accept_one(_metadata, l);
+	EXPECT_EQ(RSTREAM_PATH_TCP, int_opt(s2, SOL_RDMA, RSTREAM_PATH));
+	ASSERT_EQ(0, set_int(s2, SOL_SOCKET, SO_SNDBUF, 4096));
+	taken = fill(s2);
+	EXPECT_GT(mib, taken) TH_LOG("accepted: took %ld bytes", taken);
+	close(s2);
+	close(c2);
+	close(s);
+	close(c);
+	close(l);
+	close(tl);
+}
+
 /*
  * Refused over RDMA and over TCP: a nonblocking connect ends with the
  * error where SO_ERROR reads it, poll says POLLERR.
