@@ -136,7 +136,11 @@ static struct rstream_sock *rstream_sock_alloc(struct net *net,
 		sk->sk_rcvlowat = parent->sk_rcvlowat;
 		sk->sk_rcvtimeo = parent->sk_rcvtimeo;
 		sk->sk_sndtimeo = parent->sk_sndtimeo;
-		sk->sk_flags = parent->sk_flags & RSTREAM_TCP_FLAGS;
+		/* As sk_clone_lock(): a timestamp flag holds the key. */
+		sk->sk_flags = parent->sk_flags &
+			       (RSTREAM_TCP_FLAGS | SK_FLAGS_TIMESTAMP);
+		if (sk->sk_flags & SK_FLAGS_TIMESTAMP)
+			net_enable_timestamp();
 		sk->sk_lingertime = parent->sk_lingertime;
 #ifdef CONFIG_MEMCG
 		/*

@@ -88,6 +88,26 @@ static bool rstream_fallback_buf_differs(struct sock *sk, struct sock *tsk,
 }
 
 /*
+ * The flags copied to TCP.  SOCK_KEEPOPEN is not: on a connection TCP's
+ * keepalive timer starts only through its keepalive hook, which
+ * rstream_fallback_keepalive() calls when SO_KEEPALIVE is set.
+ */
+#define RSTREAM_TCP_SYNC_FLAGS	(RSTREAM_TCP_FLAGS & ~BIT(SOCK_KEEPOPEN))
+
+/* SO_MAX_PACING_RATE as the core sets it on a socket. */
+static void rstream_fallback_pacing(struct sock *sk, struct sock *tsk)
+{
+	unsigned long rate = READ_ONCE(sk->sk_max_pacing_rate);
+
+	if (rate != ~0UL)
+		cmpxchg(&tsk->sk_pacing_status, SK_PACING_NONE,
+			SK_PACING_NEEDED);
+	WRITE_ONCE(tsk->sk_max_pacing_rate, rate);
+	if (rate < READ_ONCE(tsk->sk_pacing_rate))
+		WRITE_ONCE(tsk->sk_pacing_rate, rate);
+}
+
+/*
  * Everything TCP takes from the SOL_SOCKET settings, before it binds,
  * listens or connects, before it closes (the linger time), and on a call
  * after the program changed one of them.  Process context; takes the TCP
@@ -96,10 +116,15 @@ static bool rstream_fallback_buf_differs(struct sock *sk, struct sock *tsk,
 static void rstream_fallback_sync(struct rstream_sock *rs)
 {
 	struct sock *sk = &rs->sk, *tsk = rs->tcp->sk;
+	unsigned long flags;
 
 	lock_sock(tsk);
-	tsk->sk_flags = (tsk->sk_flags & ~RSTREAM_TCP_FLAGS) |
-			(READ_ONCE(sk->sk_flags) & RSTREAM_TCP_FLAGS);
+	flags = (tsk->sk_flags & ~RSTREAM_TCP_SYNC_FLAGS) |
+		(READ_ONCE(sk->sk_flags) & RSTREAM_TCP_SYNC_FLAGS);
+	/* As SO_DONTROUTE: the route cached may be the one it rules out. */
+	if ((flags ^ tsk->sk_flags) & BIT(SOCK_LOCALROUTE))
+		sk_dst_reset(tsk);
+	tsk->sk_flags = flags;
 	if (rstream_fallback_buf_differs(sk, tsk, SOCK_SNDBUF_LOCK)) {
 		tsk->sk_userlocks |= SOCK_SNDBUF_LOCK;
 		WRITE_ONCE(tsk->sk_sndbuf, READ_ONCE(sk->sk_sndbuf));
@@ -113,7 +138,9 @@ static void rstream_fallback_sync(struct rstream_sock *rs)
 	tsk->sk_lingertime = READ_ONCE(sk->sk_lingertime);
 	tsk->sk_reuse = sk->sk_reuse;
 	tsk->sk_reuseport = sk->sk_reuseport;
-	WRITE_ONCE(tsk->sk_max_pacing_rate, READ_ONCE(sk->sk_max_pacing_rate));
+	if (READ_ONCE(tsk->sk_max_pacing_rate) !=
+	    READ_ONCE(sk->sk_max_pacing_rate))
+		rstream_fallback_pacing(sk, tsk);
 	if (READ_ONCE(tsk->sk_bound_dev_if) != READ_ONCE(sk->sk_bound_dev_if)) {
 		WRITE_ONCE(tsk->sk_bound_dev_if, READ_ONCE(sk->sk_bound_dev_if));
 		sk_dst_reset(tsk);
@@ -135,12 +162,42 @@ static void rstream_fallback_sync_fast(struct rstream_sock *rs)
 
 	rstream_fallback_sync_fields(sk, tsk);
 	if (unlikely(((READ_ONCE(sk->sk_flags) ^ READ_ONCE(tsk->sk_flags)) &
-		      RSTREAM_TCP_FLAGS) ||
+		      RSTREAM_TCP_SYNC_FLAGS) ||
 		     READ_ONCE(tsk->sk_lingertime) !=
 		     READ_ONCE(sk->sk_lingertime) ||
+		     READ_ONCE(tsk->sk_bound_dev_if) !=
+		     READ_ONCE(sk->sk_bound_dev_if) ||
+		     READ_ONCE(tsk->sk_max_pacing_rate) !=
+		     READ_ONCE(sk->sk_max_pacing_rate) ||
 		     rstream_fallback_buf_differs(sk, tsk, SOCK_SNDBUF_LOCK) ||
 		     rstream_fallback_buf_differs(sk, tsk, SOCK_RCVBUF_LOCK)))
 		rstream_fallback_sync(rs);
+}
+
+/*
+ * An accepted socket starts with what TCP's accepted socket inherited
+ * from its listener (ours, or the caller's RSTREAM_TCP_LISTEN one): the
+ * SOL_SOCKET settings read back, and the copy before each call keeps
+ * them.  @sk is not visible to anyone yet.
+ */
+static void rstream_fallback_inherit(struct sock *sk, struct sock *tsk)
+{
+	u8 locks = SOCK_SNDBUF_LOCK | SOCK_RCVBUF_LOCK;
+
+	sk->sk_flags = (sk->sk_flags & ~RSTREAM_TCP_FLAGS) |
+		       (READ_ONCE(tsk->sk_flags) & RSTREAM_TCP_FLAGS);
+	sk->sk_userlocks = (sk->sk_userlocks & ~locks) |
+			   (tsk->sk_userlocks & locks);
+	sk->sk_sndbuf = READ_ONCE(tsk->sk_sndbuf);
+	sk->sk_rcvbuf = READ_ONCE(tsk->sk_rcvbuf);
+	sk->sk_lingertime = READ_ONCE(tsk->sk_lingertime);
+	sk->sk_rcvtimeo = READ_ONCE(tsk->sk_rcvtimeo);
+	sk->sk_sndtimeo = READ_ONCE(tsk->sk_sndtimeo);
+	sk->sk_rcvlowat = READ_ONCE(tsk->sk_rcvlowat);
+	sk->sk_priority = READ_ONCE(tsk->sk_priority);
+	sk->sk_mark = READ_ONCE(tsk->sk_mark);
+	sk->sk_bound_dev_if = READ_ONCE(tsk->sk_bound_dev_if);
+	sk->sk_max_pacing_rate = READ_ONCE(tsk->sk_max_pacing_rate);
 }
 
 /*
@@ -707,6 +764,7 @@ void rstream_fallback_put(struct socket *tcp)
  */
 void rstream_fallback_adopt(struct rstream_sock *rs, struct socket *tcp)
 {
+	rstream_fallback_inherit(&rs->sk, tcp->sk);
 	rs->tcp = tcp;
 	rstream_fallback_share_wq(rs->sk.sk_socket, tcp);
 	rstream_fallback_watch(rs);

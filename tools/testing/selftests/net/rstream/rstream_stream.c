@@ -1686,6 +1686,39 @@ TEST_F(tcp_listen, blocking_accept_wakes_for_tcp_client)
 	close(l);
 }
 
+/*
+ * A socket accepted from the caller's TCP listener has what TCP's
+ * accepted socket inherited from it (SO_KEEPALIVE, SO_MARK), and a call
+ * on it does not take that away.
+ */
+TEST_F(tcp_listen, accepted_has_what_tcp_inherited)
+{
+	int l = rs_socket(ep_family(&self->host), 0);
+	struct ep bound, tcp;
+	char b;
+	int t, c, s;
+
+	ASSERT_LE(0, l);
+	ASSERT_EQ(0, bind(l, SA(&self->host), self->host.len));
+	name_of(_metadata, l, false, &bound);
+	t = tcp_listening(_metadata, &bound, &tcp);
+	ASSERT_EQ(0, set_int(t, SOL_SOCKET, SO_KEEPALIVE, 1));
+	ASSERT_EQ(0, set_int(t, SOL_SOCKET, SO_MARK, 5));
+	ASSERT_EQ(0, set_int(l, SOL_RDMA, RSTREAM_TCP_LISTEN, t));
+	close(t);
+	ASSERT_EQ(0, listen(l, 8));
+	c = tcp_client(_metadata, &bound);
+	s = accept_one(_metadata, l);
+	EXPECT_EQ(RSTREAM_PATH_TCP, int_opt(s, SOL_RDMA, RSTREAM_PATH));
+	EXPECT_EQ(EAGAIN, errno_of(recv(s, &b, 1, MSG_DONTWAIT)));
+	EXPECT_EQ(1, int_opt(s, SOL_SOCKET, SO_KEEPALIVE));
+	EXPECT_EQ(5, int_opt(s, SOL_SOCKET, SO_MARK));
+	both_ways(_metadata, c, s);
+	close(s);
+	close(c);
+	close(l);
+}
+
 /* The option is for a socket that has not listened yet. */
 TEST_F(tcp_listen, option_before_listen_only)
 {

@@ -1136,6 +1136,42 @@ TEST_F(tsock, buffer_size_after_connect)
 }
 
 /*
+ * SO_TIMESTAMP set on a listener: its accepted TCP client's data comes
+ * with a timestamp after the listener is closed too (the kernel stamps
+ * packets only while some socket asks it to).
+ */
+TEST_F(tsock, timestamps_outlive_the_listener)
+{
+	int l = transparent_socket(variant->family, 0), c, s;
+	char b, cb[CMSG_SPACE(sizeof(struct timeval))];
+	struct iovec iov = { .iov_base = &b, .iov_len = 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = cb, .msg_controllen = sizeof(cb) };
+	struct cmsghdr *cm;
+	struct timeval tv = { 0 };
+	struct ep rb;
+
+	ASSERT_LE(0, l);
+	ASSERT_EQ(0, set_int(l, SOL_SOCKET, SO_TIMESTAMP, 1));
+	listener_on(_metadata, l, variant->family, &rb);
+	c = client_on(_metadata, tcp_socket(variant->family), &rb);
+	s = accept_one(_metadata, l);
+	EXPECT_EQ(RSTREAM_PATH_TCP, int_opt(s, SOL_RDMA, RSTREAM_PATH));
+	EXPECT_EQ(1, int_opt(s, SOL_SOCKET, SO_TIMESTAMP));
+	close(l);
+	usleep(200 * 1000);	/* the kernel's deferred switch-off */
+	ASSERT_EQ(1, send(c, "x", 1, 0));
+	ASSERT_EQ(1, GUARDED(recvmsg(s, &m, 0)));
+	for (cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm))
+		if (cm->cmsg_level == SOL_SOCKET &&
+		    cm->cmsg_type == SO_TIMESTAMP)
+			memcpy(&tv, CMSG_DATA(cm), sizeof(tv));
+	EXPECT_LT(0, tv.tv_sec) TH_LOG("no timestamp");
+	close(s);
+	close(c);
+}
+
+/*
  * Refused over RDMA and over TCP: a nonblocking connect ends with the
  * error where SO_ERROR reads it, poll says POLLERR.
  */
