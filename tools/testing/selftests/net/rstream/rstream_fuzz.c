@@ -1293,6 +1293,31 @@ static void *echo_server(void *arg)
 }
 
 /*
+ * A connection that stopped: what it is and what its socket says, for
+ * the failure's message.
+ */
+static void report_stall(int fd, __u64 id, bool transparent, bool v6,
+			 size_t sent, size_t len, size_t got, short revents)
+{
+	struct tcp_info ti = { 0 };
+	socklen_t tl = sizeof(ti), il = sizeof(int);
+	int path = 0, err = 0, inq = -1;
+	char what[160];
+
+	getsockopt(fd, SOL_RDMA, RSTREAM_PATH, &path, &il);
+	il = sizeof(int);
+	getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &il);
+	getsockopt(fd, SOL_TCP, TCP_INFO, &ti, &tl);
+	ioctl(fd, SIOCINQ, &inq);
+	snprintf(what, sizeof(what),
+		 "%s IPv%d, path %d, SO_ERROR %d, state %u, unacked %u, inq %d",
+		 transparent ? "transparent" : "plain", v6 ? 6 : 4, path, err,
+		 ti.tcpi_state, ti.tcpi_unacked, inq);
+	fail("connection %llu stalled %d s: %zu/%zu sent, %zu back, revents 0x%x; %s",
+	     (unsigned long long)id, STALL_S, sent, len, got, revents, what);
+}
+
+/*
  * One connection: send @len pattern bytes and read them back, both as far
  * as poll allows.  0 if all came back right, -1 on an error (counted),
  * and the run fails on a wrong byte or a stall.
@@ -1346,9 +1371,8 @@ static int connect_once(struct thread *t, __u64 id)
 		if (r < 0 && errno != EINTR)
 			goto err;
 		if (now_ms() - last > STALL_S * 1000) {
-			fail("connection %llu stalled %d s: %zu/%zu sent, %zu back, revents 0x%x",
-			     (unsigned long long)id, STALL_S, sent, len, got,
-			     p.revents);
+			report_stall(fd, id, transparent, v6, sent, len,
+				     got, p.revents);
 			goto err;
 		}
 		if (r <= 0)
