@@ -10,6 +10,7 @@
  * A step is words joined by commas (addresses keep their colons):
  *
  *   socket,S                 a new socket in slot S (0..127)
+ *   tsocket,S                a new transparent socket (IPv4) in slot S
  *   bind,S,ADDR,PORT         bind, connect: an IPv4 or IPv6 address
  *   connect,S,ADDR,PORT
  *   connect_nb,S,ADDR,PORT   connect with O_NONBLOCK set: EINPROGRESS, and
@@ -19,7 +20,8 @@
  *   poll,S                   prints the revents (POLLIN, POLLOUT, ...)
  *   sockname,S               prints the local address and port
  *   opt,S,NAME,VALUE         setsockopt: rcvbuf, sndbuf, sqsize, rqsize
- *   getopt,S,NAME            getsockopt: those, and maxseg
+ *   getopt,S,NAME            getsockopt: those, maxseg, and path
+ *                            (RSTREAM_PATH)
  *   xfer,S,BYTES             send BYTES and read them back (an echo peer)
  *   echo,S                   echo what comes until EOF
  *   close,S
@@ -97,11 +99,11 @@ static int addr_of(const char *host, const char *port,
 	return -1;
 }
 
-static int new_socket(void)
+static int new_socket(bool transparent)
 {
 	struct timeval tv = { .tv_sec = TIMEOUT_S };
 	int fd = socket(getenv("RSTREAM_CMD_TCP") ? AF_INET : rstream_family(),
-			SOCK_STREAM, 0);
+			SOCK_STREAM, transparent ? RSTREAM_PROTO_TCP4 : 0);
 
 	if (fd >= 0) {
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -119,6 +121,7 @@ static const struct {
 	{ "sqsize", SOL_RDMA, RDMA_SQSIZE },
 	{ "rqsize", SOL_RDMA, RDMA_RQSIZE },
 	{ "maxseg", SOL_TCP, TCP_MAXSEG },
+	{ "path", SOL_RDMA, RSTREAM_PATH },
 };
 
 static int option(const char *name, int *level, int *opt)
@@ -185,7 +188,7 @@ static void wait_signal(void)
 static int accept_all(struct sockaddr_storage *ss, socklen_t len)
 {
 	static int held[MAX_HELD];
-	int lfd = new_socket(), one = 1, n = 0, i;
+	int lfd = new_socket(false), one = 1, n = 0, i;
 
 	if (lfd < 0)
 		return -1;
@@ -221,7 +224,7 @@ static void connect_all(struct sockaddr_storage *ss, socklen_t len, int max)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 
 	while (n < max) {
-		int fd = new_socket();
+		int fd = new_socket(false);
 
 		if (fd < 0) {
 			err = errno;
@@ -294,8 +297,8 @@ static int step(char **f, int n)
 	socklen_t len;
 
 	errno = 0;
-	if (!strcmp(f[0], "socket") && n == 2) {
-		fds[s] = new_socket();
+	if ((!strcmp(f[0], "socket") || !strcmp(f[0], "tsocket")) && n == 2) {
+		fds[s] = new_socket(f[0][0] == 't');
 		ret = fds[s];
 	} else if (!strcmp(f[0], "bind") && n == 4) {
 		if (addr_of(f[2], f[3], &ss, &len))

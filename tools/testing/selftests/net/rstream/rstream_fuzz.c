@@ -1285,7 +1285,11 @@ static void *echo_server(void *arg)
 			pthread_detach(pt);
 		}
 	}
-	for (i = 0; i < 2; i++)
+	/*
+	 * All four: a connection left in a listener's queue is reset by its
+	 * close, where one left open would keep its client waiting.
+	 */
+	for (i = 0; i < 4; i++)
 		if (lfd[i] >= 0)
 			close(lfd[i]);
 	atomic_store(&t->done, true);

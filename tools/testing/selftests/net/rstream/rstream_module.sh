@@ -234,6 +234,21 @@ listener_loses_its_device() {
 		"pause: ok" "poll: ok POLLERR" "accept: ENODEV" "close: ok"
 }
 
+# A transparent listener that loses its device goes on listening on TCP,
+# and RSTREAM_PATH says so (it read both paths after the removal).
+transparent_listener_loses_rdma() {
+	addr=${RSTREAM_ADDR4:-192.0.2.1}
+	cmd_start "$DIR/rstream_cmd" tsocket,0 bind,0,$addr,20214 listen,0,4 \
+		getopt,0,path pause getopt,0,path close,0
+	cmd_wait_pause 1
+	rdma link delete rxe0 || die "cannot delete rxe0"
+	kill -USR1 $CMD_PID
+	cmd_end
+	rxe0_back
+	expect_steps "tsocket: ok" "bind: ok" "listen: ok" "getopt: ok 3" \
+		"pause: waiting" "pause: ok" "getopt: ok 2" "close: ok"
+}
+
 # The device goes away while sockets on it close, each the moment its
 # removal begins (poll sees the error that the removal sets first):
 # connected sockets, bound ones, and listeners with connections nobody
@@ -396,5 +411,6 @@ run_tests $TESTS devices_seen_in_new_netns device_added_while_loaded \
 	unload_and_reload_with_devices_present open_socket_pins_module \
 	socket_loads_module \
 	device_removed_under_connections listen_after_device_removal \
-	listener_loses_its_device device_removed_while_sockets_close \
+	listener_loses_its_device transparent_listener_loses_rdma \
+	device_removed_while_sockets_close \
 	device_removed_during_setup_teardown driver_unloaded_under_rstream
