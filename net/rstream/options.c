@@ -219,13 +219,6 @@ int rstream_rdma_getsockopt(struct socket *sock, int level, int optname,
 			break;
 		case RSTREAM_PATH:
 			val = rstream_paths(rs);
-			/*
-			 * A transparent listener whose device went away
-			 * listens on TCP alone: its RDMA id is gone (cm.c).
-			 */
-			if (sk->sk_state == TCP_LISTEN &&
-			    (val & RSTREAM_PATH_TCP) && !READ_ONCE(rs->cm_id))
-				val = RSTREAM_PATH_TCP;
 			break;
 		case RSTREAM_FALLBACK:
 			val = READ_ONCE(rs->fallback_err);

@@ -441,6 +441,13 @@ static inline u8 rstream_paths(const struct rstream_sock *rs)
 	if (test_bit(RSTREAM_F_CONNECTED, &rs->flags) ||
 	    rstream_state(&rs->sk) == TCP_ESTABLISHED)
 		return RSTREAM_PATH_RDMA;
+	/*
+	 * A transparent listener whose device went away listens on TCP
+	 * alone: its RDMA id went with the device (cm.c).
+	 */
+	if (rstream_state(&rs->sk) == TCP_LISTEN &&
+	    (READ_ONCE(rs->paths) & RSTREAM_PATH_TCP) && !READ_ONCE(rs->cm_id))
+		return RSTREAM_PATH_TCP;
 	return READ_ONCE(rs->paths);
 }
 
