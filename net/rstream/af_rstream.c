@@ -142,6 +142,8 @@ static struct rstream_sock *rstream_sock_alloc(struct net *net,
 		if (sk->sk_flags & SK_FLAGS_TIMESTAMP)
 			net_enable_timestamp();
 		sk->sk_lingertime = parent->sk_lingertime;
+		sk->sk_reuse = parent->sk_reuse;
+		sk->sk_reuseport = parent->sk_reuseport;
 #ifdef CONFIG_MEMCG
 		/*
 		 * Charged where the listener is: its owner asked for the

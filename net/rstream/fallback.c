@@ -191,6 +191,12 @@ static void rstream_fallback_inherit(struct sock *sk, struct sock *tsk)
 	sk->sk_sndbuf = READ_ONCE(tsk->sk_sndbuf);
 	sk->sk_rcvbuf = READ_ONCE(tsk->sk_rcvbuf);
 	sk->sk_lingertime = READ_ONCE(tsk->sk_lingertime);
+	/*
+	 * The copy before close gives them back to TCP, whose TIME_WAIT
+	 * keeps them: without them a restarted server could not bind.
+	 */
+	sk->sk_reuse = tsk->sk_reuse;
+	sk->sk_reuseport = tsk->sk_reuseport;
 	sk->sk_rcvtimeo = READ_ONCE(tsk->sk_rcvtimeo);
 	sk->sk_sndtimeo = READ_ONCE(tsk->sk_sndtimeo);
 	sk->sk_rcvlowat = READ_ONCE(tsk->sk_rcvlowat);

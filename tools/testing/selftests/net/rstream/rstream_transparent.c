@@ -1172,6 +1172,51 @@ TEST_F(tsock, timestamps_outlive_the_listener)
 }
 
 /*
+ * A server that closes first and starts again on its port, SO_REUSEADDR
+ * set as servers do: TCP binds past the closed connection's TIME_WAIT,
+ * and so must a transparent listener whose accepted socket closed first.
+ * @make: tcp_socket or transparent_socket.
+ */
+static void restart_on_port(struct __test_metadata *_metadata, int family,
+			    int (*make)(int family), const char *what)
+{
+	struct ep at;
+	int l = make(family), c, s;
+
+	ASSERT_LE(0, l);
+	ASSERT_EQ(0, set_int(l, SOL_SOCKET, SO_REUSEADDR, 1));
+	listener_on(_metadata, l, family, &at);
+	c = client_on(_metadata, tcp_socket(family), &at);
+	s = accept_one(_metadata, l);
+	both_ways(_metadata, c, s);
+	close(s);		/* the server's side goes to TIME_WAIT */
+	usleep(100 * 1000);
+	close(c);
+	close(l);
+
+	l = make(family);
+	ASSERT_LE(0, l);
+	ASSERT_EQ(0, set_int(l, SOL_SOCKET, SO_REUSEADDR, 1));
+	EXPECT_EQ(0, bind(l, SA(&at), at.len))
+		TH_LOG("%s: bind to port %d again: %s", what, ep_port(&at),
+		       strerror(errno));
+	EXPECT_EQ(0, listen(l, 16));
+	close(l);
+}
+
+static int transparent_socket_plain(int family)
+{
+	return transparent_socket(family, 0);
+}
+
+TEST_F(tsock, restart_on_port_in_time_wait)
+{
+	restart_on_port(_metadata, variant->family, tcp_socket, "TCP");
+	restart_on_port(_metadata, variant->family, transparent_socket_plain,
+			"transparent");
+}
+
+/*
  * Refused over RDMA and over TCP: a nonblocking connect ends with the
  * error where SO_ERROR reads it, poll says POLLERR.
  */
