@@ -30,12 +30,23 @@
 #include "rstream.h"
 
 /*
- * SO_KEEPALIVE (sock_setsockopt(), sock lock held): a transparent socket's
- * TCP side follows it.
+ * SO_KEEPALIVE (sock_setsockopt(), sock lock held, before it sets
+ * SOCK_KEEPOPEN): the connection's probes start or stop (conn.c), and a
+ * transparent socket's TCP side follows it.
  */
 static void rstream_keepalive(struct sock *sk, int val)
 {
-	rstream_fallback_keepalive(rstream_sk(sk), val);
+	struct rstream_sock *rs = rstream_sk(sk);
+
+	/* As tcp_set_keepalive(): the idle time counts from now at most. */
+	if (val && !rs->keepalive) {
+		spin_lock_bh(&rs->lock);
+		rs->keepalive_at = jiffies;
+		spin_unlock_bh(&rs->lock);
+	}
+	WRITE_ONCE(rs->keepalive, !!val);
+	rstream_conn_live_update(rs);
+	rstream_fallback_keepalive(rs, val);
 }
 
 /* The memory fields: what connections pin is socket memory (mem.c). */
@@ -136,6 +147,12 @@ static struct rstream_sock *rstream_sock_alloc(struct net *net,
 		sk->sk_rcvlowat = parent->sk_rcvlowat;
 		sk->sk_rcvtimeo = parent->sk_rcvtimeo;
 		sk->sk_sndtimeo = parent->sk_sndtimeo;
+		/* As TCP's children: the listener's liveness settings. */
+		rs->keepalive = lrs->keepalive;
+		rs->keepidle = lrs->keepidle;
+		rs->keepintvl = lrs->keepintvl;
+		rs->keepcnt = lrs->keepcnt;
+		rs->user_timeout = lrs->user_timeout;
 		/* As sk_clone_lock(): a timestamp flag holds the key. */
 		sk->sk_flags = parent->sk_flags &
 			       (RSTREAM_TCP_FLAGS | SK_FLAGS_TIMESTAMP);
@@ -704,11 +721,15 @@ static int rstream_rdma_shutdown(struct socket *sock, int how)
 	WRITE_ONCE(sk->sk_shutdown, sk->sk_shutdown | how);
 	/*
 	 * rsocket's rshutdown(): SHUTDOWN while we may still read, else
-	 * DISCONNECT; reading alone stops without a message.
+	 * DISCONNECT (also once the peer's SHUTDOWN came: a SHUTDOWN then
+	 * would leave the peer to end the stream with a DREQ alone, which
+	 * reads as a reset); reading alone stops without a message.
 	 */
 	if (test_bit(RSTREAM_F_CONNECTED, &rs->flags) &&
 	    !test_bit(RSTREAM_F_DISC_SENT, &rs->flags)) {
-		if ((sk->sk_shutdown & SHUTDOWN_MASK) == SHUTDOWN_MASK)
+		if ((sk->sk_shutdown & SHUTDOWN_MASK) == SHUTDOWN_MASK ||
+		    ((how & SEND_SHUTDOWN) &&
+		     test_bit(RSTREAM_F_SHUT_RECV, &rs->flags)))
 			rstream_send_ctrl(rs, RSTREAM_CTRL_DISCONNECT);
 		else if ((how & SEND_SHUTDOWN) &&
 			 !test_bit(RSTREAM_F_SHUT_SENT, &rs->flags))
@@ -733,6 +754,14 @@ static int rstream_release(struct socket *sock)
 
 	lock_sock(sk);
 	listener = sk->sk_state == TCP_LISTEN;
+	/*
+	 * As tcp_close(): with bytes left unread, or SO_LINGER's zero time,
+	 * the close throws data away and the peer reads ECONNRESET.
+	 */
+	if (!listener && test_bit(RSTREAM_F_CONNECTED, &rs->flags) &&
+	    ((sock_flag(sk, SOCK_LINGER) && !sk->sk_lingertime) ||
+	     rstream_rx_ready(rs)))
+		set_bit(RSTREAM_F_ABORT, &rs->flags);
 	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
 	sock_orphan(sk);
 	release_sock(sk);

@@ -461,6 +461,34 @@ static int rstream_cm_device_removal(struct rstream_sock *rs,
 	return ours;
 }
 
+/*
+ * The peer's DREQ (process context).  rsockets v1 ends a stream in band:
+ * a peer that closes cleanly posts its DISCONNECT and waits for that
+ * write to complete, which it does only once our device has taken it,
+ * before its DREQ goes out.  So the DISCONNECT is in our CQ by now, and
+ * handling the CQ tells the two ends apart: a DREQ with no DISCONNECT
+ * before it is a peer that threw data away, TCP's reset.  Unless the
+ * stream had ended otherwise: a peer that has our DISCONNECT, or that
+ * had sent its SHUTDOWN and then had ours, sends none (rsocket's rule).
+ */
+static void rstream_cm_disconnected(struct rstream_sock *rs,
+				    struct rdma_cm_id *id)
+{
+	rdma_disconnect(id);
+	if (test_bit(RSTREAM_F_CONNECTED, &rs->flags)) {
+		rstream_cq_drain(rs);
+		if (!test_bit(RSTREAM_F_DISC_RECV, &rs->flags) &&
+		    !test_bit(RSTREAM_F_DISC_SENT, &rs->flags) &&
+		    !(test_bit(RSTREAM_F_SHUT_RECV, &rs->flags) &&
+		      test_bit(RSTREAM_F_SHUT_SENT, &rs->flags)))
+			rstream_conn_reset(rs, ECONNRESET,
+					   "the peer reset the connection");
+	}
+	set_bit(RSTREAM_F_DISC_RECV, &rs->flags);
+	rstream_wake(&rs->sk, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLHUP);
+	rstream_cm_embryo_failed(rs);
+}
+
 static int rstream_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 {
 	struct rstream_sock *rs = id->context;
@@ -501,11 +529,7 @@ static int rstream_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		}
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
-		/* The peer's DREQ: answer it, and the stream has ended. */
-		set_bit(RSTREAM_F_DISC_RECV, &rs->flags);
-		rdma_disconnect(id);
-		rstream_wake(&rs->sk, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLHUP);
-		rstream_cm_embryo_failed(rs);
+		rstream_cm_disconnected(rs, id);
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		return rstream_cm_device_removal(rs, id);
@@ -682,7 +706,7 @@ bool rstream_cm_accept_ready(struct rstream_sock *lrs)
 
 /*
  * Close a listener: no new requests once its id is destroyed, then every
- * child not yet accepted is closed as if by its own close().  Process
+ * child not yet accepted is closed abortively, as TCP resets them.  Process
  * context, sock lock not held (rdma_destroy_id() waits for handlers).
  */
 void rstream_cm_close_listener(struct rstream_sock *lrs)
@@ -705,6 +729,8 @@ void rstream_cm_close_listener(struct rstream_sock *lrs)
 	list_for_each_entry_safe(child, tmp, &orphans, accept_node) {
 		list_del_init(&child->accept_node);
 		sock_put(&lrs->sk);
+		/* As TCP: a connection nobody accepted is reset. */
+		set_bit(RSTREAM_F_ABORT, &child->flags);
 		rstream_conn_teardown(child);	/* takes the list's reference */
 	}
 }

@@ -17,6 +17,7 @@
 
 #include <linux/mm.h>
 #include <linux/slab.h>
+#include <net/tcp.h>
 #include <rdma/rdma_cm.h>
 
 #include "rstream.h"
@@ -168,6 +169,7 @@ int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id)
 	if (!ib_device_try_get(ibdev))
 		return -ENODEV;
 	rs->ibdev = ibdev;
+	rs->port = id->port_num;
 
 	rstream_conn_fit_queues(rs, &ibdev->attrs);
 	old_memcg = set_active_memcg(rstream_memcg(&rs->sk));
@@ -309,12 +311,201 @@ int rstream_conn_start(struct rstream_sock *rs, struct rdma_cm_id *id)
 }
 
 /*
+ * Liveness, TCP's way.  The device's own retries cannot tell a dead peer
+ * in time: rsockets connect with a retry count of 7, which soft-RoCE
+ * takes for "retry forever", and a peer that died idle sends nothing to
+ * notice.  So a timer does what TCP's keepalive and retransmission
+ * timers do, with the same options and defaults:
+ *  - SO_KEEPALIVE: a connection that no successful completion has shown
+ *    alive for TCP_KEEPIDLE gets a probe, rsocket's (tx.c), and another
+ *    each TCP_KEEPINTVL; TCP_KEEPCNT of them unanswered (or, with a user
+ *    timeout, that long) reset it with ETIMEDOUT.  A probe the device is
+ *    still retrying is not posted again: the next interval counts it.
+ *  - writes in flight that nothing has completed for TCP_USER_TIMEOUT,
+ *    or by default for as long as TCP retransmits (net.ipv4.tcp_retries2
+ *    at the minimum RTO, about 15 minutes), reset it with ETIMEDOUT;
+ *  - a peer that leaves no room to write into is probed, as TCP probes a
+ *    closed window, so that its death is a write unanswered; alive, it
+ *    is waited for, unless TCP_USER_TIMEOUT is set and a sender has
+ *    waited that long: as TCP, that is ETIMEDOUT too.
+ * The timer holds a reference on the socket while it is pending.
+ */
+u32 rstream_conn_keepidle(const struct rstream_sock *rs)
+{
+	return READ_ONCE(rs->keepidle) ?:
+	       READ_ONCE(sock_net(&rs->sk)->ipv4.sysctl_tcp_keepalive_time);
+}
+
+u32 rstream_conn_keepintvl(const struct rstream_sock *rs)
+{
+	return READ_ONCE(rs->keepintvl) ?:
+	       READ_ONCE(sock_net(&rs->sk)->ipv4.sysctl_tcp_keepalive_intvl);
+}
+
+u8 rstream_conn_keepcnt(const struct rstream_sock *rs)
+{
+	return READ_ONCE(rs->keepcnt) ?:
+	       READ_ONCE(sock_net(&rs->sk)->ipv4.sysctl_tcp_keepalive_probes);
+}
+
+/* How long writes may go unanswered, in jiffies: as tcp_model_timeout(). */
+static unsigned long rstream_write_limit(const struct rstream_sock *rs)
+{
+	u32 user = READ_ONCE(rs->user_timeout);
+	unsigned int thresh = ilog2(TCP_RTO_MAX / TCP_RTO_MIN);
+	unsigned int retries;
+
+	/* Never under TCP's first retransmission: 4 looks, none in vain. */
+	if (user)
+		return max_t(unsigned long, msecs_to_jiffies(user),
+			     TCP_RTO_MIN);
+	retries = READ_ONCE(sock_net(&rs->sk)->ipv4.sysctl_tcp_retries2);
+	if (retries <= thresh)
+		return ((2 << retries) - 1) * TCP_RTO_MIN;
+	return ((2 << thresh) - 1) * TCP_RTO_MIN +
+	       (retries - thresh) * TCP_RTO_MAX;
+}
+
+/*
+ * rs->lock held: what the timer decides now.  Returns why the connection
+ * is dead, or NULL and the time to look again in @next.
+ */
+static const char *rstream_live_check(struct rstream_sock *rs,
+				      unsigned long now, unsigned long *next)
+{
+	unsigned long limit = rstream_write_limit(rs), since, idle, at;
+
+	/* The probe's own completion answers it (a failure resets). */
+	if (rs->probe_out && (s32)(rs->sq.done - rs->probe_seq) > 0) {
+		rs->probe_out = false;
+		rs->probes = 0;
+	}
+	/*
+	 * As TCP's window probes: a peer that leaves us no room to write is
+	 * probed, so that its death is a write unanswered like any other.
+	 */
+	if (!rs->probe_out && rstream_tx_shut_out_locked(rs) &&
+	    !rstream_tx_probe_locked(rs, &rs->probe_seq))
+		rs->probe_out = true;
+	/*
+	 * As TCP's window probes under TCP_USER_TIMEOUT: a sender the peer
+	 * has left without room for that long gives up, answers or not.
+	 */
+	since = READ_ONCE(rs->stall_at);
+	if (since && !rstream_tx_shut_out_locked(rs))
+		WRITE_ONCE(rs->stall_at, 0);
+	else if (since && READ_ONCE(rs->user_timeout) &&
+		 time_after_eq(now, since + limit))
+		return "TCP_USER_TIMEOUT: the peer left no room to write";
+	/* Writes may start any time: look again within a quarter. */
+	*next = now + limit / 4;
+	/* Writes unanswered: from the later of their start and the last answer. */
+	if (rstream_sq_inflight(&rs->sq)) {
+		since = time_after(rs->alive_at, rs->busy_at) ? rs->alive_at :
+								 rs->busy_at;
+		if (time_after_eq(now, since + limit))
+			return READ_ONCE(rs->user_timeout) ?
+			       "TCP_USER_TIMEOUT: writes unanswered" :
+			       "writes unanswered for TCP's retransmission time";
+		if (time_before(since + limit, *next))
+			*next = since + limit;
+	}
+	/* As TCP's: no keepalive while data is in flight, or once it ended. */
+	if (!READ_ONCE(rs->keepalive) || rstream_data_inflight(rs))
+		return NULL;
+
+	/* Anything else that completed after the last probe answers it. */
+	if (rs->probes && time_after(rs->alive_at, rs->probe_at))
+		rs->probes = 0;
+	/* Idle since the last sign of life, or since SO_KEEPALIVE was set. */
+	since = time_after(rs->alive_at, rs->keepalive_at) ? rs->alive_at :
+							     rs->keepalive_at;
+	idle = now - since;
+	if (idle < rstream_conn_keepidle(rs)) {
+		at = since + rstream_conn_keepidle(rs);
+	} else {
+		if (READ_ONCE(rs->user_timeout) ? rs->probes && idle >= limit :
+		    rs->probes >= rstream_conn_keepcnt(rs))
+			return "keepalive: the peer did not answer";
+		if (!rs->probe_out && !rstream_tx_probe_locked(rs,
+							       &rs->probe_seq))
+			rs->probe_out = true;
+		rs->probes++;
+		rs->probe_at = now;
+		at = now + rstream_conn_keepintvl(rs);
+	}
+	if (time_before(at, *next))
+		*next = at;
+	return NULL;
+}
+
+/* Whether the timer has a connection to watch: rs->lock held. */
+static bool rstream_live_watched(const struct rstream_sock *rs)
+{
+	return test_bit(RSTREAM_F_CONNECTED, &rs->flags) &&
+	       !test_bit(RSTREAM_F_DEAD, &rs->flags) &&
+	       !test_bit(RSTREAM_F_DISC_RECV, &rs->flags);
+}
+
+/* Timer (softirq). */
+static void rstream_live_timer(struct timer_list *t)
+{
+	struct rstream_sock *rs = from_timer(rs, t, live_timer);
+	struct sock *sk = &rs->sk;
+	const char *why = NULL;
+	unsigned long next = 0;
+	bool polled;
+
+	/*
+	 * What completed meanwhile: the probe's answer, the peer's writes.
+	 * If another poller has the CQ, its completions may not be counted
+	 * yet: no verdict this time, look again in a tick.
+	 */
+	polled = rstream_cq_try_drain(rs);
+	spin_lock(&rs->lock);
+	if (rstream_live_watched(rs)) {
+		why = rstream_live_check(rs, jiffies, &next);
+		if (why && !polled) {
+			why = NULL;
+			next = jiffies + 1;
+		}
+		if (!why)
+			sk_reset_timer(sk, &rs->live_timer, next);
+	}
+	spin_unlock(&rs->lock);
+	if (why)
+		rstream_conn_reset(rs, ETIMEDOUT, why);
+	sock_put(sk);
+}
+
+/*
+ * The settings changed, or the connection was made: have the timer look
+ * now.  Never after the connection is gone (DEAD is set under rs->lock
+ * before the timer is stopped).  Process context.
+ */
+void rstream_conn_live_update(struct rstream_sock *rs)
+{
+	spin_lock_bh(&rs->lock);
+	if (rstream_live_watched(rs))
+		sk_reset_timer(&rs->sk, &rs->live_timer, jiffies);
+	spin_unlock_bh(&rs->lock);
+}
+
+/*
  * Data may move: send the grant of the second half of our ring, as
- * rsocket does the first time it looks at its completion queue.
+ * rsocket does the first time it looks at its completion queue, and
+ * start the liveness timer.
  */
 void rstream_conn_established(struct rstream_sock *rs)
 {
+	spin_lock_bh(&rs->lock);
+	rs->alive_at = jiffies;
+	rs->keepalive_at = rs->alive_at;
+	rs->probes = 0;
+	rs->probe_out = false;
+	spin_unlock_bh(&rs->lock);
 	set_bit(RSTREAM_F_CONNECTED, &rs->flags);
+	rstream_conn_live_update(rs);
 	rstream_tx_updates(rs);
 	rstream_wake(&rs->sk, EPOLLOUT | EPOLLWRNORM);
 }
@@ -330,6 +521,8 @@ void rstream_conn_destroy(struct rstream_sock *rs)
 	spin_lock_bh(&rs->lock);
 	set_bit(RSTREAM_F_DEAD, &rs->flags);
 	spin_unlock_bh(&rs->lock);
+	/* DEAD first: nothing starts the timer again (see above). */
+	sk_stop_timer_sync(&rs->sk, &rs->live_timer);
 
 	if (rs->qp) {
 		if (test_and_clear_bit(RSTREAM_F_QP_LIVE, &rs->flags)) {
@@ -464,8 +657,9 @@ void rstream_conn_stop(struct rstream_sock *rs)
 }
 
 /*
- * Send our DISCONNECT if the peer may still be listening, so a userspace
- * rsocket peer sees the end of the stream in band, then free everything.
+ * Send our DISCONNECT if the peer may still be listening, so that it sees
+ * the end of the stream in band (a DREQ alone reads as a reset: cm.c),
+ * then free everything.
  * Workqueue (process context), holding a reference on the socket.
  */
 static void rstream_teardown_work(struct work_struct *work)
@@ -473,7 +667,9 @@ static void rstream_teardown_work(struct work_struct *work)
 	struct rstream_sock *rs = container_of(work, struct rstream_sock,
 					       teardown_work);
 
+	/* An abortive close ends with the DREQ alone: the peer's reset. */
 	if (test_bit(RSTREAM_F_CONNECTED, &rs->flags) &&
+	    !test_bit(RSTREAM_F_ABORT, &rs->flags) &&
 	    !test_bit(RSTREAM_F_DEAD, &rs->flags) &&
 	    !test_bit(RSTREAM_F_DISC_RECV, &rs->flags)) {
 		if (!rstream_send_ctrl(rs, RSTREAM_CTRL_DISCONNECT))
@@ -503,6 +699,7 @@ void rstream_conn_init(struct rstream_sock *rs)
 	init_completion(&rs->disc_done);
 	INIT_WORK(&rs->reset_work, rstream_reset_work);
 	INIT_WORK(&rs->teardown_work, rstream_teardown_work);
+	timer_setup(&rs->live_timer, rstream_live_timer, 0);
 	INIT_LIST_HEAD(&rs->embryos);
 	INIT_LIST_HEAD(&rs->accept_queue);
 	INIT_LIST_HEAD(&rs->accept_node);

@@ -318,6 +318,60 @@ void rstream_cq_poll(struct rstream_sock *rs)
 }
 
 /*
+ * RSTREAM_CQ_POLLING held, BHs off: handle what the CQ holds, up to its
+ * size (a peer that goes on writing does not keep us here), and arm it
+ * if someone needs its events.
+ */
+static void rstream_cq_empty(struct rstream_sock *rs)
+{
+	int left = rs->cq->cqe;
+
+	while (left > 0 &&
+	       rstream_cq_process(rs, RSTREAM_CQ_BUDGET) == RSTREAM_CQ_BUDGET)
+		left -= RSTREAM_CQ_BUDGET;
+	rstream_cq_settle(rs);
+}
+
+/*
+ * Handle every completion the CQ holds now, armed or not (an event may be
+ * on its way), waiting out another poller rather than leaving them to it:
+ * the CM handler decides from what came before a DREQ (cm.c).  Process
+ * context.
+ */
+void rstream_cq_drain(struct rstream_sock *rs)
+{
+	local_bh_disable();
+	while (!rstream_cq_claim(rs)) {
+		local_bh_enable();
+		if (!test_bit(RSTREAM_CQ_LIVE, &rs->cq_state))
+			return;
+		usleep_range(10, 100);
+		local_bh_disable();
+	}
+	rstream_cq_empty(rs);
+	rstream_cq_release(rs);
+	local_bh_enable();
+}
+
+/*
+ * The same from a timer (softirq), which cannot wait: false if another
+ * poller has the CQ, whose completions may then not be counted yet.
+ */
+bool rstream_cq_try_drain(struct rstream_sock *rs)
+{
+	bool ours;
+
+	local_bh_disable();
+	ours = rstream_cq_claim(rs);
+	if (ours) {
+		rstream_cq_empty(rs);
+		rstream_cq_release(rs);
+	}
+	local_bh_enable();
+	return ours;
+}
+
+/*
  * CM handler (process context): a CQ of @entries, armed.  ib_drain_qp()
  * works with it as with one of ib_alloc_cq()'s IB_POLL_SOFTIRQ: it waits
  * for its marker's completion, which the pollers here hand to its

@@ -13,6 +13,9 @@
  * TCP_NODELAY or clearing TCP_CORK posts what is held.  TCP_MAXSEG reads
  * what one write can carry and is otherwise ignored, as in rsocket.
  * TCP_INFO reads what the connection has of TCP's (rstream_tcp_info()).
+ * TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT and TCP_USER_TIMEOUT, with
+ * TCP's limits, set the liveness timer (conn.c); TCP_QUICKACK is taken
+ * and reads 1: the device acknowledges every write at once.
  * rstream's own at SOL_RDMA: RSTREAM_TCP_LISTEN gives a socket that will
  * listen the caller's TCP listener to take clients from too; RSTREAM_PATH
  * says which paths a transparent socket may take or took, RSTREAM_FALLBACK
@@ -22,7 +25,7 @@
 #include <linux/in6.h>
 #include <linux/ipv6.h>
 #include <linux/tcp.h>
-#include <net/tcp_states.h>
+#include <net/tcp.h>
 #include <linux/rstream.h>
 
 #include "rstream.h"
@@ -61,6 +64,7 @@ static int rstream_set_rdma(struct rstream_sock *rs, int optname, u32 val)
 		rs->connect_timeout = msecs_to_jiffies(val);
 		return 0;
 	case RSTREAM_FALLBACK:
+	case RSTREAM_INFO:
 		return -EINVAL;		/* read only */
 	}
 	if (rs->sizes_fixed && rs->sk.sk_state != TCP_LISTEN)
@@ -83,6 +87,40 @@ static int rstream_set_rdma(struct rstream_sock *rs, int optname, u32 val)
 	default:
 		return -ENOPROTOOPT;
 	}
+}
+
+/*
+ * TCP's liveness options, with TCP's limits, for the timer in conn.c;
+ * times in seconds (TCP_USER_TIMEOUT in ms).  Sock lock held.
+ */
+static int rstream_set_live(struct rstream_sock *rs, int optname, int val)
+{
+	switch (optname) {
+	case TCP_KEEPIDLE:
+		if (val < 1 || val > MAX_TCP_KEEPIDLE)
+			return -EINVAL;
+		WRITE_ONCE(rs->keepidle, val * HZ);
+		break;
+	case TCP_KEEPINTVL:
+		if (val < 1 || val > MAX_TCP_KEEPINTVL)
+			return -EINVAL;
+		WRITE_ONCE(rs->keepintvl, val * HZ);
+		break;
+	case TCP_KEEPCNT:
+		if (val < 1 || val > MAX_TCP_KEEPCNT)
+			return -EINVAL;
+		WRITE_ONCE(rs->keepcnt, val);
+		break;
+	case TCP_USER_TIMEOUT:
+		if (val < 0)
+			return -EINVAL;
+		WRITE_ONCE(rs->user_timeout, val);
+		break;
+	default:
+		return -ENOPROTOOPT;
+	}
+	rstream_conn_live_update(rs);
+	return 0;
 }
 
 int rstream_rdma_setsockopt(struct socket *sock, int level, int optname,
@@ -116,8 +154,8 @@ int rstream_rdma_setsockopt(struct socket *sock, int level, int optname,
 			rs->cork = !!val;
 			if (!val)
 				rstream_tx_push(rs, true);
-		} else if (optname != TCP_MAXSEG) {
-			err = -ENOPROTOOPT;
+		} else if (optname != TCP_MAXSEG && optname != TCP_QUICKACK) {
+			err = rstream_set_live(rs, optname, (int)val);
 		}
 		break;
 	case SOL_IPV6:
@@ -144,9 +182,12 @@ static u32 rstream_maxseg(struct rstream_sock *rs)
  * TCP_INFO, as far as the connection has the same things: its state, the
  * bytes sent, completed, corked and received, the writes in flight, the
  * peer's current grant (tcpi_snd_wnd) and the message credits it left us
- * (tcpi_snd_cwnd, in writes).  tcpi_snd_mss is TCP_MAXSEG's.  What the RDMA
- * device keeps to itself reads 0: retransmissions, round trip times.
- * Sock lock held.
+ * (tcpi_snd_cwnd, in writes), the round trip from a write's post to its
+ * completion, smoothed as TCP smooths its own (tcpi_rtt, tcpi_rttvar),
+ * the times since data last went and came and since the peer's device
+ * last answered (tcpi_last_*), the keepalive probes unanswered.
+ * tcpi_snd_mss is TCP_MAXSEG's.  What the RDMA device keeps to itself
+ * reads 0: retransmissions.  Sock lock held.
  */
 static void rstream_tcp_info(struct rstream_sock *rs, struct tcp_info *info)
 {
@@ -167,7 +208,72 @@ static void rstream_tcp_info(struct rstream_sock *rs, struct tcp_info *info)
 	info->tcpi_notsent_bytes = rstream_tx_pending(rs);
 	info->tcpi_bytes_received = rs->rx.written;
 	info->tcpi_segs_out = rs->sq.posted;
+	info->tcpi_rtt = rs->srtt_us >> 3;
+	info->tcpi_rttvar = rs->mdev_us >> 2;
+	info->tcpi_probes = rs->probes;
+	if (test_bit(RSTREAM_F_CONNECTED, &rs->flags)) {
+		unsigned long now = jiffies;
+
+		info->tcpi_last_data_sent =
+			jiffies_to_msecs(now - (rs->data_sent_at ?: rs->alive_at));
+		info->tcpi_last_data_recv =
+			jiffies_to_msecs(now - (rs->data_recv_at ?: rs->alive_at));
+		info->tcpi_last_ack_recv = jiffies_to_msecs(now - rs->alive_at);
+	}
 	spin_unlock_bh(&rs->lock);
+}
+
+/*
+ * RSTREAM_INFO: the connection's RDMA side.  Sock lock held; the verbs
+ * resources exist while RSTREAM_F_VERBS is set, and only a teardown or the
+ * CM handler (device removal), under cm_lock, frees them.
+ */
+static void rstream_rdma_info(struct rstream_sock *rs,
+			      struct rstream_info *info)
+{
+	struct ib_qp_init_attr init;
+	struct ib_qp_attr attr;
+
+	memset(info, 0, sizeof(*info));
+	mutex_lock(&rs->cm_lock);
+	if (test_bit(RSTREAM_F_VERBS, &rs->flags) && rs->ibdev && rs->qp) {
+		strscpy(info->ri_device, dev_name(&rs->ibdev->dev),
+			sizeof(info->ri_device));
+		info->ri_port = rs->port;
+		info->ri_qp_num = rs->qp->qp_num;
+		if (!ib_query_qp(rs->qp, &attr, IB_QP_DEST_QPN, &init))
+			info->ri_dest_qp_num = attr.dest_qp_num;
+	}
+	mutex_unlock(&rs->cm_lock);
+	info->ri_sq_size = rs->sq_size;
+	info->ri_rq_size = rs->rq_size;
+	info->ri_inline_size = rs->inline_size;
+	info->ri_ring_size = rs->ring_size;
+	info->ri_sbuf_size = rs->sbuf_size;
+	if (!test_bit(RSTREAM_F_CONNECTED, &rs->flags))
+		return;
+	spin_lock_bh(&rs->lock);
+	info->ri_credits = (u16)(rs->tx.sseq_comp - rs->tx.sseq_no);
+	info->ri_grant_left = rs->tx.sge_left;
+	info->ri_granted = rs->rx.granted - rs->rx.written;
+	info->ri_unread = rs->rx.written - rs->rx.consumed;
+	info->ri_writes_inflight = rstream_sq_inflight(&rs->sq);
+	info->ri_probes = rs->probes;
+	spin_unlock_bh(&rs->lock);
+}
+
+static int rstream_get_rdma_info(struct rstream_sock *rs, char __user *optval,
+				 int __user *optlen, int len)
+{
+	struct rstream_info info;
+
+	lock_sock(&rs->sk);
+	rstream_rdma_info(rs, &info);
+	release_sock(&rs->sk);
+	len = min_t(unsigned int, len, sizeof(info));
+	if (put_user(len, optlen) || copy_to_user(optval, &info, len))
+		return -EFAULT;
+	return 0;
 }
 
 static int rstream_get_tcp_info(struct rstream_sock *rs, char __user *optval,
@@ -197,6 +303,8 @@ int rstream_rdma_getsockopt(struct socket *sock, int level, int optname,
 		return -EINVAL;
 	if (level == SOL_TCP && optname == TCP_INFO)
 		return rstream_get_tcp_info(rs, optval, optlen, len);
+	if (level == SOL_RDMA && optname == RSTREAM_INFO)
+		return rstream_get_rdma_info(rs, optval, optlen, len);
 
 	lock_sock(sk);
 	switch (level) {
@@ -241,6 +349,16 @@ int rstream_rdma_getsockopt(struct socket *sock, int level, int optname,
 			val = rs->cork;
 		} else if (optname == TCP_MAXSEG) {
 			val = rstream_maxseg(rs);
+		} else if (optname == TCP_KEEPIDLE) {
+			val = rstream_conn_keepidle(rs) / HZ;
+		} else if (optname == TCP_KEEPINTVL) {
+			val = rstream_conn_keepintvl(rs) / HZ;
+		} else if (optname == TCP_KEEPCNT) {
+			val = rstream_conn_keepcnt(rs);
+		} else if (optname == TCP_USER_TIMEOUT) {
+			val = READ_ONCE(rs->user_timeout);
+		} else if (optname == TCP_QUICKACK) {
+			val = 1;	/* the device acknowledges at once */
 		} else {
 			release_sock(sk);
 			return -ENOPROTOOPT;

@@ -71,6 +71,7 @@ enum {
 	RSTREAM_F_DEAD,		/* no more posting: reset, error or teardown */
 	RSTREAM_F_DISC_SENT,	/* our DISCONNECT is posted */
 	RSTREAM_F_DISC_RECV,	/* the peer's DISCONNECT or DREQ arrived */
+	RSTREAM_F_ABORT,	/* closed throwing data away: no DISCONNECT */
 	RSTREAM_F_SHUT_SENT,	/* our SHUTDOWN is posted */
 	RSTREAM_F_SHUT_RECV,	/* the peer's SHUTDOWN arrived */
 	RSTREAM_F_TEARDOWN,	/* teardown work queued */
@@ -160,6 +161,7 @@ struct rstream_sock {
 	 * to their destruction: its unregistration waits for that.
 	 */
 	struct ib_device *ibdev;
+	u32 port;			/* the port of @ibdev */
 	struct ib_pd *pd;
 	struct ib_cq *cq;
 	struct irq_poll iop;		/* the CQ's softirq poller (cq.c) */
@@ -205,6 +207,35 @@ struct rstream_sock {
 	u64 tx_rx_mark;			/* rx.written at the last data write */
 	u64 tx_hold_until;		/* MSG_MORE/TCP_CORK hold ends; 0: none */
 	u64 tx_timer_at;		/* when the queued cork timer ends */
+	/* What the liveness timer reads (conn.c), in jiffies. */
+	unsigned long alive_at;		/* the last completion that succeeded */
+	unsigned long busy_at;		/* writes in flight since */
+	unsigned long probe_at;		/* the last keepalive probe counted */
+	unsigned long keepalive_at;	/* SO_KEEPALIVE was set */
+	unsigned long stall_at;		/* a sender found no room; 0: none */
+	unsigned long data_sent_at;	/* the last data write posted */
+	unsigned long data_recv_at;	/* the last data message received */
+	/* TCP_INFO's round trip: one signaled write timed at a time (tx.c). */
+	u64 rtt_start;			/* local_clock() at its post */
+	u32 rtt_seq;			/* its SQ sequence */
+	bool rtt_timing;
+	u32 srtt_us;			/* smoothed, << 3, as TCP's */
+	u32 mdev_us;			/* mean deviation, << 2 */
+	u32 probe_seq;			/* SQ sequence of the probe in flight */
+	u8 probes;			/* probes counted and not answered */
+	bool probe_out;			/* a probe is in the send queue */
+
+	/*
+	 * Liveness, as TCP's keepalive and retransmission limits (conn.c):
+	 * set under the sock lock, read by the timer.  The keepalive times
+	 * are in jiffies, 0 for the namespace's net.ipv4.tcp_keepalive_*.
+	 */
+	struct timer_list live_timer;
+	bool keepalive;			/* SO_KEEPALIVE */
+	u8 keepcnt;			/* TCP_KEEPCNT; 0: the sysctl */
+	u32 keepidle;			/* TCP_KEEPIDLE */
+	u32 keepintvl;			/* TCP_KEEPINTVL */
+	u32 user_timeout;		/* TCP_USER_TIMEOUT, ms; 0: TCP's limit */
 
 	/*
 	 * Serialises who destroys the cm_id and the verbs resources: teardown,
@@ -398,6 +429,10 @@ int rstream_conn_start(struct rstream_sock *rs, struct rdma_cm_id *id);
 void rstream_conn_destroy(struct rstream_sock *rs);
 void rstream_conn_stop(struct rstream_sock *rs);
 void rstream_conn_reset(struct rstream_sock *rs, int err, const char *why);
+void rstream_conn_live_update(struct rstream_sock *rs);
+u32 rstream_conn_keepidle(const struct rstream_sock *rs);
+u32 rstream_conn_keepintvl(const struct rstream_sock *rs);
+u8 rstream_conn_keepcnt(const struct rstream_sock *rs);
 void rstream_wc_failed(struct rstream_sock *rs, const struct ib_wc *wc);
 void rstream_conn_build_params(struct rstream_sock *rs,
 			       struct rstream_conn_params *p);
@@ -500,6 +535,8 @@ int rstream_rdma_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 int rstream_cq_create(struct rstream_sock *rs, u32 entries);
 void rstream_cq_destroy(struct rstream_sock *rs);
 void rstream_cq_poll(struct rstream_sock *rs);
+void rstream_cq_drain(struct rstream_sock *rs);
+bool rstream_cq_try_drain(struct rstream_sock *rs);
 bool rstream_tx_cork_window(struct rstream_sock *rs, u64 *left);
 
 void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc);
@@ -507,6 +544,8 @@ void rstream_recv_done(struct ib_cq *cq, struct ib_wc *wc);
 int rstream_post_recvs(struct rstream_sock *rs, unsigned int n);
 int rstream_send_ctrl(struct rstream_sock *rs, enum rstream_ctrl ctrl);
 void rstream_tx_updates(struct rstream_sock *rs);
+int rstream_tx_probe_locked(struct rstream_sock *rs, u32 *seq);
+bool rstream_tx_shut_out_locked(struct rstream_sock *rs);
 int rstream_tx_push_locked(struct rstream_sock *rs);
 int rstream_tx_release_locked(struct rstream_sock *rs);
 bool rstream_tx_held(const struct rstream_sock *rs, u64 *left);

@@ -54,6 +54,7 @@ static int rstream_rx_imm(struct rstream_sock *rs, u32 imm, __poll_t *events,
 			*why = "data message outside its grant or credits";
 			return -EPROTO;
 		}
+		rs->data_recv_at = jiffies;	/* TCP_INFO (options.c) */
 		/*
 		 * Make the bytes visible to the CPU here, while the mapping is
 		 * certainly alive (a removed device unmaps the ring).
@@ -117,6 +118,7 @@ void rstream_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	}
 
 	spin_lock(&rs->lock);
+	rs->alive_at = jiffies;		/* the peer wrote: alive (conn.c) */
 	err = rstream_rx_imm(rs, be32_to_cpu(wc->ex.imm_data), &events, &why);
 	if (!err && rstream_post_recvs(rs, 1)) {
 		err = -EIO;

@@ -92,6 +92,15 @@ static int rstream_post(struct rstream_sock *rs, struct ib_rdma_wr *wr,
 	err = ib_post_send(rs->qp, &wr->wr, NULL);
 	if (err)
 		return err;
+	/* The user timeout runs from here while nothing completes (conn.c). */
+	if (!rstream_sq_inflight(&rs->sq))
+		rs->busy_at = jiffies;
+	/* TCP_INFO's round trip: one write at a time, to its completion. */
+	if (signal && !rs->rtt_timing) {
+		rs->rtt_seq = rs->sq.posted;
+		rs->rtt_start = local_clock();
+		rs->rtt_timing = true;
+	}
 	rs->sq.posted++;
 	if (ctrl)
 		rs->sq_ctrl++;
@@ -233,6 +242,39 @@ int rstream_send_ctrl(struct rstream_sock *rs, enum rstream_ctrl ctrl)
 	}
 }
 
+/*
+ * rs->lock held: rsocket's keepalive probe, an RDMA WRITE of no bytes to
+ * address 0 with rkey 0, which the peer's device answers without its
+ * software (no receive, no completion, no rkey check for zero bytes), in
+ * a control slot.  @seq gets its SQ sequence.
+ */
+int rstream_tx_probe_locked(struct rstream_sock *rs, u32 *seq)
+{
+	struct ib_rdma_wr wr = {};
+
+	if (!rstream_can_post(rs) || !rstream_sq_room(rs, true))
+		return -EAGAIN;
+	wr.wr.opcode = IB_WR_RDMA_WRITE;
+	*seq = rs->sq.posted;
+	return rstream_post(rs, &wr, true, true);
+}
+
+/* rs->lock held: a round trip of @us, into TCP's estimator's state. */
+static void rstream_rtt_sample(struct rstream_sock *rs, u32 us)
+{
+	s32 err;
+
+	us = max(us, 1U);
+	if (!rs->srtt_us) {
+		rs->srtt_us = us << 3;
+		rs->mdev_us = us << 1;
+		return;
+	}
+	err = us - (rs->srtt_us >> 3);
+	rs->srtt_us += err;
+	rs->mdev_us += abs(err) - (rs->mdev_us >> 2);
+}
+
 /* Softirq: a signaled send finished, and with it every one before it. */
 void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc)
 {
@@ -245,6 +287,8 @@ void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	}
 
 	spin_lock(&rs->lock);
+	/* The peer's device took it: the connection is alive (conn.c). */
+	rs->alive_at = jiffies;
 	while (rstream_sq_inflight(&rs->sq)) {
 		struct rstream_sq_slot *slot = rstream_sq_tail(&rs->sq);
 
@@ -258,6 +302,11 @@ void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (test_bit(RSTREAM_F_DISC_SENT, &rs->flags) &&
 	    (s32)(rs->sq.done - rs->disc_seq) > 0)
 		complete_all(&rs->disc_done);
+	if (rs->rtt_timing && (s32)(rs->sq.done - rs->rtt_seq) > 0) {
+		rs->rtt_timing = false;
+		rstream_rtt_sample(rs, div_u64(local_clock() - rs->rtt_start,
+					       NSEC_PER_USEC));
+	}
 	rstream_tx_updates_locked(rs);
 	/* What sendmsg corked behind the writes that just finished. */
 	if (rstream_tx_pending(rs) && rstream_tx_after_write_locked(rs))
@@ -306,6 +355,13 @@ static u32 rstream_tx_room(struct rstream_sock *rs, u32 want)
 	/* 0 also when the peer has taken back the credit corked bytes need. */
 	room = rstream_tx_chunk(&rs->tx, pending + want);
 	return room > pending ? room - pending : 0;
+}
+
+/* rs->lock held: the peer has left us no room to write into. */
+bool rstream_tx_shut_out_locked(struct rstream_sock *rs)
+{
+	rstream_tx_load_sge(rs);
+	return !rstream_tx_chunk(&rs->tx, 1);
 }
 
 bool rstream_tx_writable(struct rstream_sock *rs)
@@ -369,6 +425,7 @@ static int rstream_post_data(struct rstream_sock *rs, u32 len)
 	WRITE_ONCE(rs->sbuf_sent, rs->sbuf_sent + len);
 	/* For rstream_tx_cork_window(). */
 	rs->tx_rx_mark = rs->rx.written;
+	rs->data_sent_at = jiffies;	/* TCP_INFO (options.c) */
 	rstream_tx_consume(&rs->tx, len);
 	return rstream_post(rs, &wr, false, true);
 }
@@ -570,21 +627,30 @@ int rstream_tx_push(struct rstream_sock *rs, bool force)
 	return err;
 }
 
-static int rstream_tx_error(struct rstream_sock *rs)
+/*
+ * Nothing more can be sent: an error waits to be reported, we or the
+ * peer ended the stream, or the connection is gone.  Reads only, so that
+ * a sleeper's wake-up condition leaves the error for the caller to take.
+ */
+static bool rstream_tx_stopped(struct rstream_sock *rs)
 {
 	struct sock *sk = &rs->sk;
-	int err = sock_error(sk);
 
-	if (err)
-		return err;
-	if ((sk->sk_shutdown & SEND_SHUTDOWN) ||
-	    test_bit(RSTREAM_F_DISC_RECV, &rs->flags) ||
-	    test_bit(RSTREAM_F_DEAD, &rs->flags))
-		return -EPIPE;
-	/* As TCP's sk_stream_wait_connect(): EPIPE when not connected. */
-	if (sk->sk_state != TCP_ESTABLISHED)
-		return -EPIPE;
-	return 0;
+	return READ_ONCE(sk->sk_err) ||
+	       (READ_ONCE(sk->sk_shutdown) & SEND_SHUTDOWN) ||
+	       test_bit(RSTREAM_F_DISC_RECV, &rs->flags) ||
+	       test_bit(RSTREAM_F_DEAD, &rs->flags) ||
+	       /* As TCP's sk_stream_wait_connect(): EPIPE when not connected. */
+	       rstream_state(sk) != TCP_ESTABLISHED;
+}
+
+/*
+ * As sk_stream_error(): the connection's own error, reported once, and
+ * EPIPE from then on.  Sock lock held.
+ */
+static int rstream_tx_error(struct rstream_sock *rs)
+{
+	return sock_error(&rs->sk) ?: -EPIPE;
 }
 
 int rstream_rdma_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
@@ -619,9 +685,10 @@ int rstream_rdma_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		size_t want = msg_data_left(msg);
 		u32 len;
 
-		err = rstream_tx_error(rs);
-		if (err)
+		if (rstream_tx_stopped(rs)) {
+			err = -EPIPE;
 			break;
+		}
 		spin_lock_bh(&rs->lock);
 		len = rstream_tx_room(rs, min_t(size_t, want, U32_MAX));
 		/* Not worth a message: wait for room, as rsocket does. */
@@ -639,6 +706,9 @@ int rstream_rdma_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		spin_unlock_bh(&rs->lock);
 
 		if (!len) {
+			/* Since when the sender waits for room (conn.c). */
+			if (!READ_ONCE(rs->stall_at))
+				WRITE_ONCE(rs->stall_at, jiffies | 1);
 			/* Nothing may stay corked while the writer waits. */
 			err = rstream_tx_push(rs, true);
 			if (err) {
@@ -651,7 +721,7 @@ int rstream_rdma_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			add_wait_queue(sk_sleep(sk), &wait);
 			/* A waiter now: the CQ is armed for the room. */
 			rstream_cq_poll(rs);
-			sk_wait_event(sk, &timeo, rstream_tx_error(rs) ||
+			sk_wait_event(sk, &timeo, rstream_tx_stopped(rs) ||
 				      rstream_tx_writable(rs), &wait);
 			remove_wait_queue(sk_sleep(sk), &wait);
 			continue;
@@ -688,6 +758,8 @@ int rstream_rdma_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			break;
 		}
 		copied += len;
+		if (READ_ONCE(rs->stall_at))
+			WRITE_ONCE(rs->stall_at, 0);
 	}
 	/*
 	 * Bytes corked behind a write in flight go out with its completion:
@@ -700,6 +772,9 @@ int rstream_rdma_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	if (copied)
 		WRITE_ONCE(rs->tx_last_send, local_clock());
 out:
+	/* Bytes sent stand; a reset's errno then waits for the next call. */
+	if (!copied && err == -EPIPE)
+		err = rstream_tx_error(rs);
 	release_sock(sk);
 	if (copied)
 		return copied;

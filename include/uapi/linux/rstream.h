@@ -16,6 +16,8 @@
 #ifndef _UAPI_LINUX_RSTREAM_H
 #define _UAPI_LINUX_RSTREAM_H
 
+#include <linux/types.h>
+
 #ifndef AF_RSTREAM
 #define AF_RSTREAM	22
 #endif
@@ -83,5 +85,32 @@
 
 #define RSTREAM_PATH_RDMA	1
 #define RSTREAM_PATH_TCP	2
+
+/*
+ * RSTREAM_INFO (struct rstream_info, read only): the RDMA side of a
+ * connection, as TCP_INFO is its TCP side.  Before the connection has its
+ * queue pair, and on a socket on TCP, the device, queue pairs, ring sizes
+ * and counters read 0, the queue sizes those it would ask for.  A shorter
+ * buffer gets the start of it.
+ */
+#define RSTREAM_INFO		0x1004
+
+struct rstream_info {
+	char	ri_device[64];		/* the RDMA device, as ibv_devices names it */
+	__u32	ri_port;		/* its port */
+	__u32	ri_qp_num;		/* our queue pair */
+	__u32	ri_dest_qp_num;		/* the peer's */
+	__u32	ri_sq_size;		/* send queue entries */
+	__u32	ri_rq_size;		/* receive queue entries */
+	__u32	ri_inline_size;		/* bytes a write carries inline */
+	__u32	ri_ring_size;		/* our receive ring, bytes */
+	__u32	ri_sbuf_size;		/* our send staging ring, bytes */
+	__u32	ri_credits;		/* messages the peer lets us send */
+	__u32	ri_grant_left;		/* bytes left of the peer's grant */
+	__u32	ri_granted;		/* bytes of our ring the peer may fill */
+	__u32	ri_unread;		/* bytes in our ring not yet read */
+	__u32	ri_writes_inflight;	/* our writes not yet completed */
+	__u32	ri_probes;		/* keepalive probes unanswered */
+};
 
 #endif /* _UAPI_LINUX_RSTREAM_H */

@@ -25,6 +25,8 @@ TOOLS = REPO / "tools"
 GUEST_LIB = "/usr/lib/rstream"
 KUNIT_LIMIT = 300
 WIRE_LIMIT = 300
+# The wire cut (guest/live.sh): 14 s cut, cases up to 50 s.
+LIVE_LIMIT = 180
 
 ADDRESSES = {
     # role: (IPv4, IPv6) on the rxe netdev; the peer's are the other role's
@@ -536,7 +538,9 @@ def check(names):
         topologies = [(t, suite_filter(p)) for t, p in (
             ("loopback", plan),
             ("pair", [("rig/wire", WIRE_LIMIT,
-                       f"{GUEST_LIB}/guest/wire.sh")]))]
+                       f"{GUEST_LIB}/guest/wire.sh"),
+                      ("rig/live", LIVE_LIMIT,
+                       f"{GUEST_LIB}/guest/live.sh")]))]
         topologies = [(t, p) for t, p in topologies if p]
         if not topologies:
             section.check("RSTREAM_SUITES", False, "names no suite: " +

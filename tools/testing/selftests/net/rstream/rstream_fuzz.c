@@ -108,14 +108,6 @@ static const char *addr4, *addr6;
 static atomic_bool stopping;
 static atomic_int failed;
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 static void fail(const char *fmt, ...)
 {
 	va_list ap;

@@ -20,10 +20,17 @@
  *   half_close      the client sends 1 MB and shuts its side (SHUT_WR); the
  *                   server reads up to the end of the stream, then sends
  *                   1 MB back and closes; the client reads it to the end
+ *   both_shut       the client shuts its side, the server reads the end
+ *                   and shuts its own, the client reads the end and
+ *                   closes: the server still reads the end, no reset
  *   close_in_flight the client sends 4 MiB and closes at once; the server
  *                   must still read every byte, then the end of stream
  *   peer_closes_recv  the server blocks in recv(); the client closes after
  *                   a second: recv() must return 0 or an error at once
+ *   peer_aborts_recv  the server waits in poll(); the client closes after
+ *                   a second with SO_LINGER's zero time: the server sees
+ *                   the end of the stream (an AF_RSTREAM reset reads so
+ *                   to a userspace rsocket, which itself cannot abort)
  *   peer_closes_send  the server sends until send() blocks (the client
  *                   reads nothing); the client closes: send() must fail
  *   no_answer       the server listens with rdma_cm itself and never
@@ -40,6 +47,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -67,6 +75,7 @@ struct api {
 			  socklen_t len);
 	int (*shutdown)(int fd, int how);
 	int (*close)(int fd);
+	int (*poll)(struct pollfd *fds, nfds_t n, int timeout);
 	int family;		/* 0: the address's own (rsockets) */
 };
 
@@ -74,14 +83,14 @@ static const struct api rsocket_api = {
 	.socket = rsocket, .bind = rbind, .listen = rlisten,
 	.accept = raccept, .connect = rconnect, .send = rsend,
 	.recv = rrecv, .setsockopt = rsetsockopt, .shutdown = rshutdown,
-	.close = rclose,
+	.close = rclose, .poll = rpoll,
 };
 
 static struct api kernel_api = {
 	.socket = socket, .bind = bind, .listen = listen,
 	.accept = accept, .connect = connect, .send = send,
 	.recv = recv, .setsockopt = setsockopt, .shutdown = shutdown,
-	.close = close,
+	.close = close, .poll = poll,
 };
 
 static const struct api *api;
@@ -419,6 +428,25 @@ int main(int argc, char **argv)
 			recv_stream(fd, 1000000, 1);
 		}
 		printf("ok: 1000000 bytes each way around a half-close\n");
+	} else if (!strcmp(scenario, "both_shut")) {
+		unsigned char c;
+		ssize_t n;
+
+		if (server) {
+			recv_stream(fd, 0, 1);
+			if (api->shutdown(fd, SHUT_WR))
+				fail("shutdown(SHUT_WR): %s", strerror(errno));
+			sleep(2);	/* the client closes meanwhile */
+			n = api->recv(fd, &c, 1, 0);
+			if (n)
+				fail("after the client closed, recv returned %zd (%s)",
+				     n, n < 0 ? strerror(errno) : "data");
+		} else {
+			if (api->shutdown(fd, SHUT_WR))
+				fail("shutdown(SHUT_WR): %s", strerror(errno));
+			recv_stream(fd, 0, 1);
+		}
+		printf("ok: both sides shut, then the end of stream, no reset\n");
 	} else if (!strcmp(scenario, "close_in_flight")) {
 		if (server)
 			recv_stream(fd, 4 << 20, 1);
@@ -440,6 +468,38 @@ int main(int argc, char **argv)
 			printf("ok: recv returned %zd (%s) %.2f s after it blocked\n",
 			       n, n ? strerror(errno) : "end of stream", t);
 		} else {
+			sleep(1);
+		}
+	} else if (!strcmp(scenario, "peer_aborts_recv")) {
+		if (server) {
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+			unsigned char c;
+			ssize_t n;
+			int r;
+
+			t = now();
+			r = api->poll(&p, 1, 10000);
+			t = now() - t;
+			if (r != 1)
+				fail("poll returned %d (%s) %.1f s after it blocked",
+				     r, r ? strerror(errno) : "nothing", t);
+			n = api->recv(fd, &c, 1, MSG_DONTWAIT);
+			/*
+			 * AF_RSTREAM: a userspace rsocket closes cleanly
+			 * whatever SO_LINGER says.  A userspace rsocket
+			 * reads the kernel's reset as the end of the stream.
+			 */
+			if (n)
+				fail("recv returned %zd (%s), not the end of the stream",
+				     n, n < 0 ? strerror(errno) : "data");
+			printf("ok: poll said %#x %.2f s after it blocked, then recv 0\n",
+			       p.revents, t);
+		} else {
+			struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+			/* Ignored by rsocket, which has no abortive close. */
+			api->setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg,
+					sizeof(lg));
 			sleep(1);
 		}
 	} else if (!strcmp(scenario, "peer_closes_send")) {

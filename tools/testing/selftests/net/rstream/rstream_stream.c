@@ -56,9 +56,6 @@
 #define SIN6_LEN_RFC2133	24	/* a sockaddr_in6 without its scope id */
 #define QUIET_MS	300	/* to see that nothing comes */
 
-/* The errno of a call that failed, 0 if it succeeded. */
-#define errno_of(call)	((call) < 0 ? errno : 0)
-
 static int rs_socket(int family, int flags)
 {
 #ifdef RSTREAM_TEST_OVER_TCP
@@ -66,46 +63,6 @@ static int rs_socket(int family, int flags)
 #else
 	return socket(AF_RSTREAM, SOCK_STREAM | flags, 0);
 #endif
-}
-
-static void on_alarm(int sig)
-{
-}
-
-/* Without SA_RESTART: a call the alarm interrupts returns at once. */
-static void guard_init(void)
-{
-	struct sigaction sa = { .sa_handler = on_alarm };
-
-	sigaction(SIGALRM, &sa, NULL);
-}
-
-/*
- * A blocking call that lasts more than GUARD_S fails with ETIME, whatever
- * it returns once the alarm interrupted it (alarm(0) returns 0 only if the
- * alarm went off).
- */
-#define GUARDED(call) ({		\
-	long __ret;			\
-	int __err;			\
-					\
-	alarm(GUARD_S);			\
-	__ret = (call);			\
-	__err = errno;			\
-	if (!alarm(0)) {		\
-		__ret = -1;		\
-		__err = ETIME;		\
-	}				\
-	errno = __err;			\
-	__ret;				\
-})
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
 static void sleep_ms(int ms)
@@ -2649,6 +2606,48 @@ TEST_F(conn, tcp_info_counts_bytes)
 	tcp_info_of(_metadata, u, &ti);
 	EXPECT_EQ(TCP_CLOSE, ti.base.tcpi_state);
 	EXPECT_EQ(0U, ti.bytes_sent);
+	close(u);
+}
+
+/* RSTREAM_INFO: the connection's RDMA side, its two queue pairs matched. */
+TEST_F(conn, rstream_info_names_the_queue_pairs)
+{
+	struct rstream_info ci, si;
+	socklen_t len = sizeof(ci), short_len = 8;
+	char buf[100] = { 0 };
+	int u;
+
+	ASSERT_EQ(0, getsockopt(self->c, SOL_RDMA, RSTREAM_INFO, &ci, &len));
+	EXPECT_EQ(sizeof(ci), len);
+	ASSERT_EQ(100, GUARDED(send(self->c, buf, sizeof(buf), 0)));
+	EXPECT_EQ(100, wait_ioctl(self->s, SIOCINQ, 100));
+	ASSERT_EQ(0, getsockopt(self->s, SOL_RDMA, RSTREAM_INFO, &si, &len));
+	EXPECT_NE(0, ci.ri_device[0]);
+	EXPECT_STREQ(ci.ri_device, si.ri_device);
+	EXPECT_EQ(1U, ci.ri_port);
+	EXPECT_NE(0U, ci.ri_qp_num);
+	EXPECT_EQ(ci.ri_qp_num, si.ri_dest_qp_num);
+	EXPECT_EQ(si.ri_qp_num, ci.ri_dest_qp_num);
+	EXPECT_LT(0U, ci.ri_ring_size);
+	EXPECT_LT(0U, ci.ri_sbuf_size);
+	EXPECT_LT(0U, ci.ri_credits);
+	EXPECT_EQ(100U, si.ri_unread);
+	EXPECT_LT(0U, si.ri_granted);
+	EXPECT_EQ(0U, ci.ri_probes);
+	EXPECT_EQ(EINVAL, errno_of(setsockopt(self->c, SOL_RDMA, RSTREAM_INFO,
+					      &ci, sizeof(ci))));
+	/* A short buffer gets the start; a new socket has no queue pair. */
+	ASSERT_EQ(0, getsockopt(self->c, SOL_RDMA, RSTREAM_INFO, buf,
+				&short_len));
+	EXPECT_EQ(8U, short_len);
+	EXPECT_EQ(0, memcmp(buf, ci.ri_device, 8));
+	u = rs_socket(AF_INET, 0);
+	ASSERT_LE(0, u);
+	ASSERT_EQ(0, getsockopt(u, SOL_RDMA, RSTREAM_INFO, &ci, &len));
+	EXPECT_EQ(0, ci.ri_device[0]);
+	EXPECT_EQ(0U, ci.ri_qp_num);
+	EXPECT_EQ(0U, ci.ri_ring_size);
+	EXPECT_LT(0U, ci.ri_sq_size);
 	close(u);
 }
 

@@ -59,40 +59,6 @@
 #define AT_ONCE_MS	100	/* for a call that must not wait at all */
 #define FALLBACK_MS	3000	/* a transparent socket's RDMA time limit */
 
-#define errno_of(call)	((call) < 0 ? errno : 0)
-
-static void on_alarm(int sig)
-{
-}
-
-/*
- * A blocking call that lasts more than @s seconds fails with ETIME (the
- * alarm, without SA_RESTART, interrupts it).
- */
-#define GUARDED_S(s, call) ({		\
-	long __ret;			\
-	int __err;			\
-					\
-	alarm(s);			\
-	__ret = (call);			\
-	__err = errno;			\
-	if (!alarm(0)) {		\
-		__ret = -1;		\
-		__err = ETIME;		\
-	}				\
-	errno = __err;			\
-	__ret;				\
-})
-#define GUARDED(call)	GUARDED_S(GUARD_S, call)
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 /* How much slower than a stock kernel this one is (the debug kernel's). */
 static int time_scale(void)
 {
@@ -322,7 +288,7 @@ FIXTURE_VARIANT_ADD(conv, ipv6_fionbio) {
 
 FIXTURE_SETUP(conv)
 {
-	struct sigaction sa = { .sa_handler = on_alarm };
+	struct sigaction sa = { .sa_handler = rstream_on_alarm };
 
 	sigaction(SIGALRM, &sa, NULL);
 }
@@ -497,7 +463,7 @@ FIXTURE(prog) {
 
 FIXTURE_SETUP(prog)
 {
-	struct sigaction sa = { .sa_handler = on_alarm };
+	struct sigaction sa = { .sa_handler = rstream_on_alarm };
 
 	sigaction(SIGALRM, &sa, NULL);
 }
@@ -761,7 +727,7 @@ FIXTURE(silent) {
 
 FIXTURE_SETUP(silent)
 {
-	struct sigaction sa = { .sa_handler = on_alarm };
+	struct sigaction sa = { .sa_handler = rstream_on_alarm };
 
 	sigaction(SIGALRM, &sa, NULL);
 	/* An rdma_cm listener whose requests nobody ever answers. */
@@ -901,7 +867,7 @@ FIXTURE_VARIANT_ADD(tsock, ipv6) {
 
 FIXTURE_SETUP(tsock)
 {
-	struct sigaction sa = { .sa_handler = on_alarm };
+	struct sigaction sa = { .sa_handler = rstream_on_alarm };
 
 	sigaction(SIGALRM, &sa, NULL);
 }

@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Dead-peer detection across a wire, for guest/live.sh: one guest serves,
+ * the other connects, sets TCP's liveness options and blocks; the serving
+ * guest then cuts its wire.  The same cases run on TCP and on AF_RSTREAM
+ * at once, so that their delays are measured under the same cut.
+ *
+ *   rstream_live serve <addr> <port>
+ *	TCP and AF_RSTREAM listeners on <port> (sink: reads and drops
+ *	everything) and <port>+1 (echo).  Runs until killed.
+ *   rstream_live case <peer> <port> <tcp|rdma> <what> <bound-ms>
+ *	Connects, prints "ready", waits for the file GO_FILE (the script
+ *	makes it just before the wire is cut), then does <what>:
+ *	  recv, poll, epoll - keepalive 3/1/3: one echo, then idle, and the
+ *	    blocked call ends with ETIMEDOUT (poll: POLLERR, SO_ERROR);
+ *	  stream - TCP_USER_TIMEOUT 4000 ms, streaming to a peer that reads;
+ *	  idle - no keepalive: still up after the wire is back (an echo);
+ *	and prints "ok" or "not ok" with the delay since the go.  A timed
+ *	case passes when ETIMEDOUT comes no sooner than <bound-ms> - 1 s and
+ *	no later than <bound-ms> + 4 s after the go (the cut follows it
+ *	within a few hundred ms).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include "rstream_util.h"
+
+#define GUARD_S		60	/* no case waits longer */
+#define EARLY_MS	1000
+#define LATE_MS		4000
+#define GO_FILE		"/tmp/rstream_live.go"
+
+static int domain(const char *t)
+{
+	return strcmp(t, "tcp") ? rstream_family() : AF_INET;
+}
+
+static void addr(struct sockaddr_in *sin, const char *str, int port)
+{
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons(port);
+	if (inet_pton(AF_INET, str, &sin->sin_addr) != 1) {
+		fprintf(stderr, "bad address %s\n", str);
+		exit(2);
+	}
+}
+
+static void set(int fd, int level, int name, int val)
+{
+	if (setsockopt(fd, level, name, &val, sizeof(val))) {
+		perror("setsockopt");
+		exit(2);
+	}
+}
+
+/* The server: what each accepted connection gets. */
+enum kind { SINK, ECHO };
+
+struct conn {
+	int fd;
+	enum kind kind;
+};
+
+static void *serve_conn(void *arg)
+{
+	struct conn *c = arg;
+	char buf[65536];
+	ssize_t n;
+
+	while ((n = recv(c->fd, buf, sizeof(buf), 0)) > 0)
+		if (c->kind == ECHO && send(c->fd, buf, n, MSG_NOSIGNAL) != n)
+			break;
+	close(c->fd);
+	free(c);
+	return NULL;
+}
+
+struct listener {
+	int fd;
+	enum kind kind;
+};
+
+static void *serve_listener(void *arg)
+{
+	struct listener *l = arg;
+	pthread_t tid;
+
+	for (;;) {
+		struct conn *c = malloc(sizeof(*c));
+		int fd = accept(l->fd, NULL, NULL);
+
+		if (fd < 0 || !c) {
+			perror("accept");
+			exit(1);
+		}
+		c->fd = fd;
+		c->kind = l->kind;
+		pthread_create(&tid, NULL, serve_conn, c);
+		pthread_detach(tid);
+	}
+	return NULL;
+}
+
+static int serve(const char *a, int port)
+{
+	static struct listener ls[4];
+	pthread_t tid;
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		struct sockaddr_in sin;
+
+		addr(&sin, a, port + i / 2);
+		ls[i].kind = i / 2;
+		ls[i].fd = socket(i % 2 ? rstream_family() : AF_INET,
+				  SOCK_STREAM, 0);
+		if (ls[i].fd < 0) {
+			perror("socket");
+			return 1;
+		}
+		set(ls[i].fd, SOL_SOCKET, SO_REUSEADDR, 1);
+		if (bind(ls[i].fd, (struct sockaddr *)&sin, sizeof(sin)) ||
+		    listen(ls[i].fd, 64)) {
+			perror("bind/listen");
+			return 1;
+		}
+		pthread_create(&tid, NULL, serve_listener, &ls[i]);
+	}
+	printf("serving\n");
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+
+/* Streams to the sink until a send fails; the errno. */
+static int stream(int fd)
+{
+	static char buf[65536];
+
+	for (;;)
+		if (send(fd, buf, sizeof(buf), MSG_NOSIGNAL) < 0)
+			return errno;
+}
+
+/* Until the script says go; false if it never does. */
+static bool wait_go(void)
+{
+	long long end = now_ms() + GUARD_S * 1000;
+
+	while (access(GO_FILE, F_OK))
+		if (now_ms() > end || usleep(20 * 1000))
+			return false;
+	return true;
+}
+
+/* The error a poll or epoll_wait that said POLLERR leaves in SO_ERROR. */
+static long polled(int fd, long r, bool err_seen, int *err)
+{
+	socklen_t len = sizeof(*err);
+
+	if (r == 1 && err_seen &&
+	    !getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &len))
+		return -1;
+	*err = r < 0 ? errno : 0;
+	return r;
+}
+
+static int run_case(const char *peer, int port, const char *t,
+		    const char *what, long bound)
+{
+	bool idle = !strcmp(what, "idle"), stream_case = !strcmp(what, "stream");
+	struct pollfd p = { .events = POLLIN | POLLRDHUP };
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+	long long go, now;
+	struct sockaddr_in sin;
+	int fd, ep, err = 0;
+	char buf[16];
+	long r = 0;
+
+	addr(&sin, peer, port + (stream_case ? SINK : ECHO));
+	fd = socket(domain(t), SOCK_STREAM, 0);
+	if (fd < 0 || GUARDED(connect(fd, (struct sockaddr *)&sin,
+				      sizeof(sin)))) {
+		printf("not ok %s %s: connect: %s\n", t, what, strerror(errno));
+		return 1;
+	}
+	if (stream_case) {
+		set(fd, SOL_TCP, TCP_USER_TIMEOUT, 4000);
+	} else if (!idle) {
+		set(fd, SOL_SOCKET, SO_KEEPALIVE, 1);
+		set(fd, SOL_TCP, TCP_KEEPIDLE, 3);
+		set(fd, SOL_TCP, TCP_KEEPINTVL, 1);
+		set(fd, SOL_TCP, TCP_KEEPCNT, 3);
+	}
+	printf("ready\n");
+	if (!wait_go()) {
+		printf("not ok %s %s: no go\n", t, what);
+		return 1;
+	}
+	go = now_ms();
+	if (!stream_case &&
+	    (send(fd, "ping", 4, MSG_NOSIGNAL) != 4 ||
+	     GUARDED(recv(fd, buf, 4, MSG_WAITALL)) != 4)) {
+		printf("not ok %s %s: echo: %s\n", t, what, strerror(errno));
+		return 1;
+	}
+
+	if (idle) {
+		/* Past the cut (guest/live.sh), then an echo within 30 s. */
+		sleep(20);
+		if (send(fd, "ping", 4, MSG_NOSIGNAL) != 4 ||
+		    GUARDED_S(30, recv(fd, buf, 4, MSG_WAITALL)) != 4) {
+			printf("not ok %s idle: after the cut: %s\n", t,
+			       strerror(errno));
+			return 1;
+		}
+		printf("ok %s idle: still up after the cut\n", t);
+		return 0;
+	}
+	if (!strcmp(what, "recv")) {
+		r = GUARDED(recv(fd, buf, sizeof(buf), 0));
+		err = errno;
+	} else if (stream_case) {
+		r = -1;
+		err = stream(fd);
+	} else if (!strcmp(what, "poll")) {
+		p.fd = fd;
+		r = GUARDED(poll(&p, 1, GUARD_S * 1000));
+		r = polled(fd, r, p.revents & POLLERR, &err);
+	} else if (!strcmp(what, "epoll")) {
+		ep = epoll_create1(0);
+		epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+		r = GUARDED(epoll_wait(ep, &ev, 1, GUARD_S * 1000));
+		r = polled(fd, r, ev.events & EPOLLERR, &err);
+	}
+	now = now_ms();
+	if (r != -1 || err != ETIMEDOUT || now - go < bound - EARLY_MS ||
+	    now - go > bound + LATE_MS) {
+		printf("not ok %s %s: returned %ld (%s) %lld ms after the go, bound %ld ms\n",
+		       t, what, r, strerror(err), now - go, bound);
+		return 1;
+	}
+	printf("ok %s %s: ETIMEDOUT %lld ms after the go, bound %ld ms\n",
+	       t, what, now - go, bound);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	guard_init();
+	signal(SIGPIPE, SIG_IGN);
+	if (argc == 4 && !strcmp(argv[1], "serve"))
+		return serve(argv[2], atoi(argv[3]));
+	if (argc == 7 && !strcmp(argv[1], "case"))
+		return run_case(argv[2], atoi(argv[3]), argv[4], argv[5],
+				atol(argv[6]));
+	fprintf(stderr, "usage: %s serve ADDR PORT | case PEER PORT tcp|rdma WHAT BOUND_MS\n",
+		argv[0]);
+	return 2;
+}
