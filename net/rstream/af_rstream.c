@@ -303,6 +303,7 @@ static int rstream_sock_renew(struct rstream_sock *rs)
 	rstream_mem_uncharge(rs, false);
 	rs->flags = 0;
 	reinit_completion(&rs->disc_done);
+	reinit_completion(&rs->dreq_done);
 	spin_lock_bh(&rs->lock);
 	memset(&rs->rx, 0, sizeof(rs->rx));
 	memset(&rs->tx, 0, sizeof(rs->tx));

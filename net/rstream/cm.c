@@ -474,8 +474,9 @@ static int rstream_cm_device_removal(struct rstream_sock *rs,
 static void rstream_cm_disconnected(struct rstream_sock *rs,
 				    struct rdma_cm_id *id)
 {
-	rdma_disconnect(id);
-	if (test_bit(RSTREAM_F_CONNECTED, &rs->flags)) {
+	/* Decided before the DREP: an aborting peer waits for it (conn.c). */
+	if (test_bit(RSTREAM_F_CONNECTED, &rs->flags) &&
+	    !test_bit(RSTREAM_F_ABORT, &rs->flags)) {
 		rstream_cq_drain(rs);
 		if (!test_bit(RSTREAM_F_DISC_RECV, &rs->flags) &&
 		    !test_bit(RSTREAM_F_DISC_SENT, &rs->flags) &&
@@ -485,6 +486,8 @@ static void rstream_cm_disconnected(struct rstream_sock *rs,
 					   "the peer reset the connection");
 	}
 	set_bit(RSTREAM_F_DISC_RECV, &rs->flags);
+	rdma_disconnect(id);
+	complete_all(&rs->dreq_done);
 	rstream_wake(&rs->sk, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLHUP);
 	rstream_cm_embryo_failed(rs);
 }

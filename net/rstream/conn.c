@@ -26,6 +26,7 @@
 #define RSTREAM_DRAIN_WRS	1	/* ib_drain_qp()'s marker */
 #define RSTREAM_REG_TIMEOUT	(5 * HZ)
 #define RSTREAM_DISC_TIMEOUT	(2 * HZ)
+#define RSTREAM_DREP_WAIT	(HZ / 2)
 
 struct workqueue_struct *rstream_wq;
 
@@ -547,6 +548,7 @@ void rstream_conn_destroy(struct rstream_sock *rs)
 	}
 	clear_bit(RSTREAM_F_VERBS, &rs->flags);
 	complete_all(&rs->disc_done);
+	complete_all(&rs->dreq_done);
 }
 
 /*
@@ -657,6 +659,26 @@ void rstream_conn_stop(struct rstream_sock *rs)
 }
 
 /*
+ * An abortive close (workqueue): the DREQ first, so that the peer finds
+ * no DISCONNECT before it and reads a reset (cm.c); once the peer has
+ * answered it, having decided, or after RSTREAM_DREP_WAIT (a userspace
+ * rsocket answers only when it closes), the DISCONNECT all the same: its
+ * completion is what wakes a userspace rsocket blocked in rsend() or
+ * rrecv(), where librdmacm v44 watches no connection event.
+ */
+static void rstream_conn_abort(struct rstream_sock *rs)
+{
+	mutex_lock(&rs->cm_lock);
+	if (rs->cm_id)
+		rdma_disconnect(rs->cm_id);
+	mutex_unlock(&rs->cm_lock);
+	wait_for_completion_timeout(&rs->dreq_done, RSTREAM_DREP_WAIT);
+	if (!rstream_send_ctrl(rs, RSTREAM_CTRL_DISCONNECT))
+		wait_for_completion_timeout(&rs->disc_done,
+					    RSTREAM_DISC_TIMEOUT);
+}
+
+/*
  * Send our DISCONNECT if the peer may still be listening, so that it sees
  * the end of the stream in band (a DREQ alone reads as a reset: cm.c),
  * then free everything.
@@ -667,12 +689,12 @@ static void rstream_teardown_work(struct work_struct *work)
 	struct rstream_sock *rs = container_of(work, struct rstream_sock,
 					       teardown_work);
 
-	/* An abortive close ends with the DREQ alone: the peer's reset. */
 	if (test_bit(RSTREAM_F_CONNECTED, &rs->flags) &&
-	    !test_bit(RSTREAM_F_ABORT, &rs->flags) &&
 	    !test_bit(RSTREAM_F_DEAD, &rs->flags) &&
 	    !test_bit(RSTREAM_F_DISC_RECV, &rs->flags)) {
-		if (!rstream_send_ctrl(rs, RSTREAM_CTRL_DISCONNECT))
+		if (test_bit(RSTREAM_F_ABORT, &rs->flags))
+			rstream_conn_abort(rs);
+		else if (!rstream_send_ctrl(rs, RSTREAM_CTRL_DISCONNECT))
 			wait_for_completion_timeout(&rs->disc_done,
 						    RSTREAM_DISC_TIMEOUT);
 	}
@@ -697,6 +719,7 @@ void rstream_conn_init(struct rstream_sock *rs)
 	spin_lock_init(&rs->qp_event_lock);
 	init_completion(&rs->reg_done);
 	init_completion(&rs->disc_done);
+	init_completion(&rs->dreq_done);
 	INIT_WORK(&rs->reset_work, rstream_reset_work);
 	INIT_WORK(&rs->teardown_work, rstream_teardown_work);
 	timer_setup(&rs->live_timer, rstream_live_timer, 0);

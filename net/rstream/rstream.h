@@ -249,6 +249,7 @@ struct rstream_sock {
 	 */
 	spinlock_t qp_event_lock;
 	struct completion disc_done;	/* our DISCONNECT has completed */
+	struct completion dreq_done;	/* the DREQ is answered, or came */
 	struct work_struct reset_work;
 	struct work_struct teardown_work;
 	struct delayed_work connect_work;	/* connect()'s deadline */

@@ -8,7 +8,8 @@
 # sender blocked; an idle connection without keepalive), then
 # guest a cuts its wire for CUT_S seconds.  Every timed case must end with
 # ETIMEDOUT near its bound, on both transports; the idle ones must
-# outlive the cut.  Runs on both guests at once: RSTREAM_ROLE a or b.
+# outlive the cut.  Then guest a removes its RDMA device under a
+# connection that b reads from: b must read ECONNRESET.  Runs on both guests at once: RSTREAM_ROLE a or b.
 
 . /usr/lib/rstream/selftests/ktap_helpers.sh
 
@@ -16,6 +17,7 @@ ST=/usr/lib/rstream/selftests
 PORT=9400
 CUT_S=14
 GO=/tmp/rstream_live.go
+GO2=/tmp/rstream_live.go2
 CASES="recv poll epoll stream idle"
 
 barrier() {	# barrier <port>: both guests get past it together
@@ -61,22 +63,39 @@ serve() {
 	ip link set eth0 up
 	echo "# wire back at $(date +%s)"
 	barrier 9304		# b's cases are over
+	return 0
+}
+
+# The device under a connection: b's blocked recv must end in ECONNRESET.
+remove_device() {
+	barrier 9305		# b's case is connected and ready
+	barrier 9306		# b made GO_FILE
+	rdma link delete rxe0 || return 1
+	echo "# rxe0 removed at $(date +%s)"
+	sleep 3
+	rdma link add rxe0 type rxe netdev eth0 || return 1
+	barrier 9307		# b's case is over
 	kill $server
 	wait $server 2>/dev/null
 	return 0
 }
 
 open_cases() {
-	rm -f $GO
+	rm -f $GO $GO2
 	barrier 9301
-	n=0
+	n=1 pids=
 	for t in tcp rdma; do
 		for c in $CASES; do
 			"$ST/rstream_live" case "$RSTREAM_PEER4" $PORT $t $c \
 				"$(bound $c)" > "/tmp/live.$t.$c" 2>&1 &
+			pids="$pids $!"
 			n=$((n + 1))
 		done
 	done
+	# Connected now, used after the cut (device_removed).
+	"$ST/rstream_live" case "$RSTREAM_PEER4" $PORT rdma removal 1000 \
+		> /tmp/live.rdma.removal 2>&1 &
+	removal=$!
 	i=0
 	until [ "$(cat /tmp/live.*.* | grep -c '^ready$')" -ge $n ] ||
 	      grep -q '^not ok' /tmp/live.*.*; do
@@ -88,17 +107,33 @@ open_cases() {
 	touch $GO
 	barrier 9303
 	# The longest case: the idle ones, 20 s, then up to 30 s for the echo.
-	wait
+	# shellcheck disable=SC2086
+	wait $pids
 	echo "# cases over at $(date +%s)"
 	barrier 9304
 }
 
+device_removed() {
+	f=/tmp/live.rdma.removal
+	barrier 9305
+	touch $GO2
+	sleep 1		# its echo, then its recv blocks
+	barrier 9306
+	wait "$removal"
+	rc=$?
+	sed 's/^/# /' $f
+	barrier 9307
+	return $rc
+}
+
 ktap_print_header
 if [ "$RSTREAM_ROLE" = a ]; then
-	ktap_set_plan 1
+	ktap_set_plan 2
 	ktap_test_result "serve, cut the wire for $CUT_S s, restore it" serve
+	ktap_test_result "remove rxe0 under a connection, add it back" \
+		remove_device
 else
-	ktap_set_plan 11
+	ktap_set_plan 12
 	ktap_test_result "open every case, the wire cut and restored" open_cases
 	for t in tcp rdma; do
 		for c in $CASES; do
@@ -108,5 +143,7 @@ else
 			ktap_test_result "$t $c" test $? -eq 0
 		done
 	done
+	ktap_test_result "rdma: the peer's device removed: ECONNRESET" \
+		device_removed
 fi
 ktap_finished

@@ -15,6 +15,9 @@
  *	    blocked call ends with ETIMEDOUT (poll: POLLERR, SO_ERROR);
  *	  stream - TCP_USER_TIMEOUT 4000 ms, streaming to a peer that reads;
  *	  idle - no keepalive: still up after the wire is back (an echo);
+ *	  removal - no keepalive: an echo at the go and another at GO2_FILE
+ *	    (after the cut), then a blocked recv, which the serving guest's
+ *	    RDMA device removal ends with ECONNRESET;
  *	and prints "ok" or "not ok" with the delay since the go.  A timed
  *	case passes when ETIMEDOUT comes no sooner than <bound-ms> - 1 s and
  *	no later than <bound-ms> + 4 s after the go (the cut follows it
@@ -41,6 +44,7 @@
 #define EARLY_MS	1000
 #define LATE_MS		4000
 #define GO_FILE		"/tmp/rstream_live.go"
+#define GO2_FILE	"/tmp/rstream_live.go2"
 
 static int domain(const char *t)
 {
@@ -156,11 +160,11 @@ static int stream(int fd)
 }
 
 /* Until the script says go; false if it never does. */
-static bool wait_go(void)
+static bool wait_go(const char *file)
 {
 	long long end = now_ms() + GUARD_S * 1000;
 
-	while (access(GO_FILE, F_OK))
+	while (access(file, F_OK))
 		if (now_ms() > end || usleep(20 * 1000))
 			return false;
 	return true;
@@ -182,6 +186,8 @@ static int run_case(const char *peer, int port, const char *t,
 		    const char *what, long bound)
 {
 	bool idle = !strcmp(what, "idle"), stream_case = !strcmp(what, "stream");
+	bool removal = !strcmp(what, "removal");
+	int want = removal ? ECONNRESET : ETIMEDOUT;
 	struct pollfd p = { .events = POLLIN | POLLRDHUP };
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 	long long go, now;
@@ -199,14 +205,14 @@ static int run_case(const char *peer, int port, const char *t,
 	}
 	if (stream_case) {
 		set(fd, SOL_TCP, TCP_USER_TIMEOUT, 4000);
-	} else if (!idle) {
+	} else if (!idle && !removal) {
 		set(fd, SOL_SOCKET, SO_KEEPALIVE, 1);
 		set(fd, SOL_TCP, TCP_KEEPIDLE, 3);
 		set(fd, SOL_TCP, TCP_KEEPINTVL, 1);
 		set(fd, SOL_TCP, TCP_KEEPCNT, 3);
 	}
 	printf("ready\n");
-	if (!wait_go()) {
+	if (!wait_go(GO_FILE)) {
 		printf("not ok %s %s: no go\n", t, what);
 		return 1;
 	}
@@ -216,6 +222,19 @@ static int run_case(const char *peer, int port, const char *t,
 	     GUARDED(recv(fd, buf, 4, MSG_WAITALL)) != 4)) {
 		printf("not ok %s %s: echo: %s\n", t, what, strerror(errno));
 		return 1;
+	}
+	if (removal) {
+		if (!wait_go(GO2_FILE)) {
+			printf("not ok %s %s: no second go\n", t, what);
+			return 1;
+		}
+		go = now_ms();
+		if (send(fd, "ping", 4, MSG_NOSIGNAL) != 4 ||
+		    GUARDED_S(30, recv(fd, buf, 4, MSG_WAITALL)) != 4) {
+			printf("not ok %s %s: echo after the cut: %s\n", t,
+			       what, strerror(errno));
+			return 1;
+		}
 	}
 
 	if (idle) {
@@ -230,7 +249,7 @@ static int run_case(const char *peer, int port, const char *t,
 		printf("ok %s idle: still up after the cut\n", t);
 		return 0;
 	}
-	if (!strcmp(what, "recv")) {
+	if (!strcmp(what, "recv") || !strcmp(what, "removal")) {
 		r = GUARDED(recv(fd, buf, sizeof(buf), 0));
 		err = errno;
 	} else if (stream_case) {
@@ -247,14 +266,14 @@ static int run_case(const char *peer, int port, const char *t,
 		r = polled(fd, r, ev.events & EPOLLERR, &err);
 	}
 	now = now_ms();
-	if (r != -1 || err != ETIMEDOUT || now - go < bound - EARLY_MS ||
+	if (r != -1 || err != want || now - go < bound - EARLY_MS ||
 	    now - go > bound + LATE_MS) {
 		printf("not ok %s %s: returned %ld (%s) %lld ms after the go, bound %ld ms\n",
 		       t, what, r, strerror(err), now - go, bound);
 		return 1;
 	}
-	printf("ok %s %s: ETIMEDOUT %lld ms after the go, bound %ld ms\n",
-	       t, what, now - go, bound);
+	printf("ok %s %s: %s %lld ms after the go, bound %ld ms\n",
+	       t, what, strerror(err), now - go, bound);
 	return 0;
 }
 

@@ -31,6 +31,9 @@
  *                   a second with SO_LINGER's zero time: the server sees
  *                   the end of the stream (an AF_RSTREAM reset reads so
  *                   to a userspace rsocket, which itself cannot abort)
+ *   peer_exits      the server waits in poll(); the client exits after a
+ *                   second without closing: a userspace rsocket's exit
+ *                   reads as ECONNRESET, an AF_RSTREAM one's as the end
  *   peer_closes_send  the server sends until send() blocks (the client
  *                   reads nothing); the client closes: send() must fail
  *   no_answer       the server listens with rdma_cm itself and never
@@ -501,6 +504,36 @@ int main(int argc, char **argv)
 			api->setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg,
 					sizeof(lg));
 			sleep(1);
+		}
+	} else if (!strcmp(scenario, "peer_exits")) {
+		if (server) {
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+			int want = api == &kernel_api ? ECONNRESET : 0;
+			unsigned char c;
+			ssize_t n;
+			int r;
+
+			t = now();
+			r = api->poll(&p, 1, 10000);
+			t = now() - t;
+			if (r != 1)
+				fail("poll returned %d (%s) %.1f s after it blocked",
+				     r, r ? strerror(errno) : "nothing", t);
+			n = api->recv(fd, &c, 1, MSG_DONTWAIT);
+			/*
+			 * A userspace rsocket that exits sends no DISCONNECT:
+			 * its DREQ alone reads as a reset.  A process with an
+			 * AF_RSTREAM socket that exits closes it cleanly.
+			 */
+			if (want ? n != -1 || errno != want : n != 0)
+				fail("recv returned %zd (%s), not %s", n,
+				     n < 0 ? strerror(errno) : n ? "data" : "the end",
+				     want ? strerror(want) : "the end of the stream");
+			printf("ok: poll said %#x %.2f s after it blocked, then recv %s\n",
+			       p.revents, t, want ? strerror(want) : "0");
+		} else {
+			sleep(1);
+			_exit(0);
 		}
 	} else if (!strcmp(scenario, "peer_closes_send")) {
 		if (server) {

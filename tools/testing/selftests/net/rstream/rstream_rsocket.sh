@@ -53,7 +53,7 @@ fi
 
 port=7600
 for scenario in $SMALL_SENDS half_close close_in_flight peer_closes_recv \
-		peer_closes_send peer_aborts_recv both_shut; do
+		peer_closes_send peer_aborts_recv peer_exits both_shut; do
 	name=${scenario%%=*}
 	for way in kernel_serves rsocket_serves; do
 		port=$((port + 1))
