@@ -188,6 +188,21 @@ TEST(socket_identity)
 	}
 }
 
+/*
+ * SO_REUSEPORT: the socket core refuses it for any family but AF_INET and
+ * AF_INET6, before rstream sees it (rstream(7)).
+ */
+TEST(so_reuseport_refused)
+{
+	int fd = socket(AF_RSTREAM, SOCK_STREAM, 0), one = 1;
+
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(-1, setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one,
+				 sizeof(one)));
+	EXPECT_EQ(EOPNOTSUPP, errno);
+	EXPECT_EQ(0, close(fd));
+}
+
 TEST(socket_flags)
 {
 	int fd = socket(AF_RSTREAM, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
