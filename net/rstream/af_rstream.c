@@ -302,6 +302,13 @@ static int rstream_sock_renew(struct rstream_sock *rs)
 	rstream_conn_free(rs);
 	rstream_mem_uncharge(rs, false);
 	rs->flags = 0;
+	/* The last attempt's liveness and TCP_INFO state goes with it. */
+	rs->stall_at = 0;
+	rs->rtt_timing = false;
+	rs->srtt_us = 0;
+	rs->mdev_us = 0;
+	rs->data_sent_at = 0;
+	rs->data_recv_at = 0;
 	reinit_completion(&rs->disc_done);
 	reinit_completion(&rs->dreq_done);
 	spin_lock_bh(&rs->lock);

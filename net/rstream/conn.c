@@ -660,9 +660,10 @@ void rstream_conn_stop(struct rstream_sock *rs)
 
 /*
  * An abortive close (workqueue): the DREQ first, so that the peer finds
- * no DISCONNECT before it and reads a reset (cm.c); once the peer has
- * answered it, having decided, or after RSTREAM_DREP_WAIT (a userspace
- * rsocket answers only when it closes), the DISCONNECT all the same: its
+ * no DISCONNECT before it and reads a reset (cm.c).  A kernel peer
+ * answers once it has decided, and that is all; a userspace rsocket
+ * answers only when it closes, so after RSTREAM_DREP_WAIT it gets the
+ * DISCONNECT all the same: its
  * completion is what wakes a userspace rsocket blocked in rsend() or
  * rrecv(), where librdmacm v44 watches no connection event.
  */
@@ -672,7 +673,9 @@ static void rstream_conn_abort(struct rstream_sock *rs)
 	if (rs->cm_id)
 		rdma_disconnect(rs->cm_id);
 	mutex_unlock(&rs->cm_lock);
-	wait_for_completion_timeout(&rs->dreq_done, RSTREAM_DREP_WAIT);
+	/* Answered: the peer has decided, and its QP may be gone already. */
+	if (wait_for_completion_timeout(&rs->dreq_done, RSTREAM_DREP_WAIT))
+		return;
 	if (!rstream_send_ctrl(rs, RSTREAM_CTRL_DISCONNECT))
 		wait_for_completion_timeout(&rs->disc_done,
 					    RSTREAM_DISC_TIMEOUT);
