@@ -303,9 +303,12 @@ void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	    (s32)(rs->sq.done - rs->disc_seq) > 0)
 		complete_all(&rs->disc_done);
 	if (rs->rtt_timing && (s32)(rs->sq.done - rs->rtt_seq) > 0) {
+		/* local_clock() of another CPU may read a little behind. */
+		s64 ns = local_clock() - rs->rtt_start;
+
 		rs->rtt_timing = false;
-		rstream_rtt_sample(rs, div_u64(local_clock() - rs->rtt_start,
-					       NSEC_PER_USEC));
+		if (ns > 0)
+			rstream_rtt_sample(rs, div_u64(ns, NSEC_PER_USEC));
 	}
 	rstream_tx_updates_locked(rs);
 	/* What sendmsg corked behind the writes that just finished. */
