@@ -262,30 +262,13 @@ static void rstream_rdma_info(struct rstream_sock *rs,
 	spin_unlock_bh(&rs->lock);
 }
 
-static int rstream_get_rdma_info(struct rstream_sock *rs, char __user *optval,
-				 int __user *optlen, int len)
+/* The start of a struct, as much of it as the caller's buffer holds. */
+static int rstream_put_struct(const void *val, size_t size,
+			      char __user *optval, int __user *optlen,
+			      int len)
 {
-	struct rstream_info info;
-
-	lock_sock(&rs->sk);
-	rstream_rdma_info(rs, &info);
-	release_sock(&rs->sk);
-	len = min_t(unsigned int, len, sizeof(info));
-	if (put_user(len, optlen) || copy_to_user(optval, &info, len))
-		return -EFAULT;
-	return 0;
-}
-
-static int rstream_get_tcp_info(struct rstream_sock *rs, char __user *optval,
-				int __user *optlen, int len)
-{
-	struct tcp_info info;
-
-	lock_sock(&rs->sk);
-	rstream_tcp_info(rs, &info);
-	release_sock(&rs->sk);
-	len = min_t(unsigned int, len, sizeof(info));
-	if (put_user(len, optlen) || copy_to_user(optval, &info, len))
+	len = min_t(unsigned int, len, size);
+	if (put_user(len, optlen) || copy_to_user(optval, val, len))
 		return -EFAULT;
 	return 0;
 }
@@ -301,10 +284,24 @@ int rstream_rdma_getsockopt(struct socket *sock, int level, int optname,
 		return -EFAULT;
 	if (len < 0)
 		return -EINVAL;
-	if (level == SOL_TCP && optname == TCP_INFO)
-		return rstream_get_tcp_info(rs, optval, optlen, len);
-	if (level == SOL_RDMA && optname == RSTREAM_INFO)
-		return rstream_get_rdma_info(rs, optval, optlen, len);
+	if (level == SOL_TCP && optname == TCP_INFO) {
+		struct tcp_info info;
+
+		lock_sock(sk);
+		rstream_tcp_info(rs, &info);
+		release_sock(sk);
+		return rstream_put_struct(&info, sizeof(info), optval, optlen,
+					  len);
+	}
+	if (level == SOL_RDMA && optname == RSTREAM_INFO) {
+		struct rstream_info info;
+
+		lock_sock(sk);
+		rstream_rdma_info(rs, &info);
+		release_sock(sk);
+		return rstream_put_struct(&info, sizeof(info), optval, optlen,
+					  len);
+	}
 
 	lock_sock(sk);
 	switch (level) {
@@ -376,9 +373,5 @@ int rstream_rdma_getsockopt(struct socket *sock, int level, int optname,
 		return -ENOPROTOOPT;
 	}
 	release_sock(sk);
-
-	len = min_t(unsigned int, len, sizeof(val));
-	if (put_user(len, optlen) || copy_to_user(optval, &val, len))
-		return -EFAULT;
-	return 0;
+	return rstream_put_struct(&val, sizeof(val), optval, optlen, len);
 }

@@ -188,6 +188,27 @@ static void send_stream(int fd, unsigned long long total, size_t chunk)
 	free(buf);
 }
 
+/*
+ * The server's wait for a peer that goes away: poll() up to 10 s, then a
+ * nonblocking recv() of one byte, its result; *@t the wait in seconds.
+ */
+static ssize_t poll_then_recv(int fd, struct pollfd *p, double *t)
+{
+	unsigned char c;
+	int r;
+
+	p->fd = fd;
+	p->events = POLLIN;
+	p->revents = 0;
+	*t = now();
+	r = api->poll(p, 1, 10000);
+	*t = now() - *t;
+	if (r != 1)
+		fail("poll returned %d (%s) %.1f s after it blocked",
+		     r, r ? strerror(errno) : "nothing", *t);
+	return api->recv(fd, &c, 1, MSG_DONTWAIT);
+}
+
 /* Reads and checks @total bytes; with @then_eof, the end of stream next. */
 static void recv_stream(int fd, unsigned long long total, int then_eof)
 {
@@ -475,18 +496,9 @@ int main(int argc, char **argv)
 		}
 	} else if (!strcmp(scenario, "peer_aborts_recv")) {
 		if (server) {
-			struct pollfd p = { .fd = fd, .events = POLLIN };
-			unsigned char c;
-			ssize_t n;
-			int r;
+			struct pollfd p;
+			ssize_t n = poll_then_recv(fd, &p, &t);
 
-			t = now();
-			r = api->poll(&p, 1, 10000);
-			t = now() - t;
-			if (r != 1)
-				fail("poll returned %d (%s) %.1f s after it blocked",
-				     r, r ? strerror(errno) : "nothing", t);
-			n = api->recv(fd, &c, 1, MSG_DONTWAIT);
 			/*
 			 * AF_RSTREAM: a userspace rsocket closes cleanly
 			 * whatever SO_LINGER says.  A userspace rsocket
@@ -507,19 +519,10 @@ int main(int argc, char **argv)
 		}
 	} else if (!strcmp(scenario, "peer_exits")) {
 		if (server) {
-			struct pollfd p = { .fd = fd, .events = POLLIN };
 			int want = api == &kernel_api ? ECONNRESET : 0;
-			unsigned char c;
-			ssize_t n;
-			int r;
+			struct pollfd p;
+			ssize_t n = poll_then_recv(fd, &p, &t);
 
-			t = now();
-			r = api->poll(&p, 1, 10000);
-			t = now() - t;
-			if (r != 1)
-				fail("poll returned %d (%s) %.1f s after it blocked",
-				     r, r ? strerror(errno) : "nothing", t);
-			n = api->recv(fd, &c, 1, MSG_DONTWAIT);
 			/*
 			 * A userspace rsocket that exits sends no DISCONNECT:
 			 * its DREQ alone reads as a reset.  A process with an
