@@ -9,7 +9,8 @@
 # guest a cuts its wire for CUT_S seconds.  Every timed case must end with
 # ETIMEDOUT near its bound, on both transports; the idle ones must
 # outlive the cut.  Then guest a removes its RDMA device under a
-# connection that b reads from: b must read ECONNRESET.  Runs on both guests at once: RSTREAM_ROLE a or b.
+# connection that b reads from: b must read ECONNRESET.  Runs on both
+# guests at once: RSTREAM_ROLE a or b.
 
 . /usr/lib/rstream/selftests/ktap_helpers.sh
 
@@ -44,7 +45,7 @@ bound() {
 	esac
 }
 
-serve() {
+start_server() {
 	"$ST/rstream_live" serve "$RSTREAM_ADDR4" $PORT > /tmp/live.serve 2>&1 &
 	server=$!
 	i=0
@@ -53,6 +54,28 @@ serve() {
 		[ $i -gt 100 ] && { cat /tmp/live.serve; return 1; }
 		sleep 0.1
 	done
+}
+
+stop_server() {
+	kill $server
+	wait $server 2>/dev/null
+	return 0
+}
+
+# rxe0 made anew, up to 10 s for its port to come up.
+renew_device() {
+	rdma link delete rxe0 || return 1
+	rdma link add rxe0 type rxe netdev eth0 || return 1
+	i=0
+	until rdma link show rxe0/1 | grep -q "state ACTIVE"; do
+		i=$((i + 1))
+		[ $i -gt 100 ] && return 1
+		sleep 0.1
+	done
+}
+
+serve() {
+	start_server || return 1
 	barrier 9301
 	barrier 9302		# b's cases are connected and ready
 	# b makes GO_FILE, then this barrier: the wire goes right after it.
@@ -67,23 +90,28 @@ serve() {
 }
 
 # The device under a connection: b's blocked recv must end in ECONNRESET.
+# First rxe0 is made anew, and the server with it: on 6.12 a MAD sent
+# while the wire was cut (the DREQ of a connection whose writes failed)
+# moves rxe's QP1 to the error state for good (rxe_requester ends the QP
+# on any transmit error), and a's CM could send no DREQ again.
 remove_device() {
-	barrier 9305		# b's case is connected and ready
-	barrier 9306		# b made GO_FILE
+	stop_server
+	renew_device || return 1
+	start_server || return 1
+	barrier 9305		# serving again: b connects
+	barrier 9306		# b's case echoed and is blocked in recv
 	rdma link delete rxe0 || return 1
 	echo "# rxe0 removed at $(date +%s)"
 	sleep 3
 	rdma link add rxe0 type rxe netdev eth0 || return 1
 	barrier 9307		# b's case is over
-	kill $server
-	wait $server 2>/dev/null
-	return 0
+	stop_server
 }
 
 open_cases() {
 	rm -f $GO $GO2
 	barrier 9301
-	n=1 pids=
+	n=0 pids=
 	for t in tcp rdma; do
 		for c in $CASES; do
 			"$ST/rstream_live" case "$RSTREAM_PEER4" $PORT $t $c \
@@ -92,10 +120,6 @@ open_cases() {
 			n=$((n + 1))
 		done
 	done
-	# Connected now, used after the cut (device_removed).
-	"$ST/rstream_live" case "$RSTREAM_PEER4" $PORT rdma removal 1000 \
-		> /tmp/live.rdma.removal 2>&1 &
-	removal=$!
 	i=0
 	until [ "$(cat /tmp/live.*.* | grep -c '^ready$')" -ge $n ] ||
 	      grep -q '^not ok' /tmp/live.*.*; do
@@ -115,9 +139,19 @@ open_cases() {
 
 device_removed() {
 	f=/tmp/live.rdma.removal
-	barrier 9305
+	barrier 9305 || return 1
+	rm -f $GO2
+	"$ST/rstream_live" case "$RSTREAM_PEER4" $PORT rdma removal 1000 \
+		> $f 2>&1 &
+	removal=$!
+	i=0
+	until grep -q '^ready$\|^not ok' $f; do
+		i=$((i + 1))
+		[ $i -gt 300 ] && break
+		sleep 0.1
+	done
 	touch $GO2
-	sleep 1		# its echo, then its recv blocks
+	sleep 1		# its echoes, then its recv blocks
 	barrier 9306
 	wait "$removal"
 	rc=$?
