@@ -13,6 +13,7 @@
 
 #include <linux/in.h>
 #include <linux/in6.h>
+#include <net/tcp.h>
 #include <net/tcp_states.h>
 #include <rdma/ib_cm.h>
 #include <rdma/rdma_cm.h>
@@ -24,6 +25,7 @@
 /* Protects every listener's embryos and accept_queue and child->listener. */
 static DEFINE_SPINLOCK(rstream_accept_lock);
 
+static void rstream_cm_embryo_failed(struct rstream_sock *child);
 static int rstream_cm_handler(struct rdma_cm_id *id,
 			      struct rdma_cm_event *ev);
 
@@ -229,6 +231,12 @@ static void rstream_cm_connect_timeout(struct work_struct *work)
 					       connect_work);
 	struct rdma_cm_id *id = NULL;
 
+	/* A child whose peer never sent the RTU (rstream_cm_add_embryo()). */
+	if (rstream_state(&rs->sk) == TCP_SYN_RECV) {
+		rstream_cm_embryo_failed(rs);
+		sock_put(&rs->sk);
+		return;
+	}
 	mutex_lock(&rs->cm_lock);
 	if (rstream_state(&rs->sk) == TCP_SYN_SENT)
 		id = rstream_cm_id_detach(rs);
@@ -244,6 +252,84 @@ static void rstream_cm_connect_timeout(struct work_struct *work)
 void rstream_cm_init(struct rstream_sock *rs)
 {
 	INIT_DELAYED_WORK(&rs->connect_work, rstream_cm_connect_timeout);
+}
+
+/* A child taken off @lrs's embryo list: close it.  Any context. */
+static void rstream_cm_drop_embryo(struct rstream_sock *lrs,
+				   struct rstream_sock *child)
+{
+	sock_put(&lrs->sk);
+	rstream_set_state(&child->sk, TCP_CLOSE);
+	rstream_conn_teardown(child);	/* takes the list's reference */
+}
+
+/*
+ * How long a child may wait for its peer's RTU: as long as TCP keeps a
+ * connection in SYN-RECV, tcp_synack_retries resends of the SYN-ACK one
+ * second apart and doubling up to TCP_RTO_MAX (63 s by default).  Not the
+ * REQ's timeouts: those are the peer's to choose, up to days.
+ */
+static unsigned long rstream_cm_rtu_timeout(const struct sock *lsk)
+{
+	unsigned int n = READ_ONCE(sock_net(lsk)->ipv4.sysctl_tcp_synack_retries);
+	unsigned long t = 0, rto = TCP_TIMEOUT_INIT;
+
+	do {
+		t += rto;
+		rto = min_t(unsigned long, rto * 2, TCP_RTO_MAX);
+	} while (n--);
+	return t;
+}
+
+/*
+ * A child set up, its REP sent: it waits on @lrs's embryo list for the
+ * peer's RTU.  Half-open children have a queue of their own, as TCP's SYN
+ * queue, as long as the backlog: a peer that sends requests and never
+ * completes them must not fill the accept queue, or every other client
+ * would be refused.  When it is full the oldest is dropped (its peer gets
+ * a REJ), so the memory they pin stays bounded per listener while an
+ * honest handshake, one round trip long, still gets through; and it waits
+ * no longer than TCP would.  False if the listener has closed.  CM handler
+ * of the child.
+ */
+static bool rstream_cm_add_embryo(struct rstream_sock *lrs,
+				  struct rstream_sock *child)
+{
+	struct sock *lsk = &lrs->sk;
+	struct rstream_sock *oldest = NULL;
+
+	spin_lock(&rstream_accept_lock);
+	if (READ_ONCE(lsk->sk_state) != TCP_LISTEN) {
+		spin_unlock(&rstream_accept_lock);
+		return false;
+	}
+	if (lrs->embryo_count >= max(READ_ONCE(lsk->sk_max_ack_backlog), 1U)) {
+		oldest = list_first_entry(&lrs->embryos, struct rstream_sock,
+					  accept_node);
+		list_del_init(&oldest->accept_node);
+		oldest->listener = NULL;
+		lrs->embryo_count--;
+	}
+	sock_hold(lsk);
+	child->listener = lrs;
+	list_add_tail(&child->accept_node, &lrs->embryos);
+	lrs->embryo_count++;
+	spin_unlock(&rstream_accept_lock);
+
+	/* Its deadline (rstream_cm_connect_timeout()); teardown cancels it. */
+	sock_hold(&child->sk);
+	if (!queue_delayed_work(rstream_wq, &child->connect_work,
+				rstream_cm_rtu_timeout(lsk)))
+		sock_put(&child->sk);
+
+	if (oldest) {
+		net_info_ratelimited("%pISpc: more half-open connections than the backlog (%u), possible request flood: dropping the oldest, from %pISpc\n",
+				     &lrs->local_addr,
+				     READ_ONCE(lsk->sk_max_ack_backlog),
+				     &oldest->peer_addr);
+		rstream_cm_drop_embryo(lrs, oldest);
+	}
+	return true;
 }
 
 /*
@@ -302,17 +388,11 @@ static int rstream_cm_request(struct rstream_sock *lrs, struct rdma_cm_id *id,
 	memcpy(&child->peer_addr, &id->route.addr.dst_addr,
 	       sizeof(child->peer_addr));
 
-	spin_lock(&rstream_accept_lock);
+	/* As TCP: no new connection while the accept queue is full. */
 	if (READ_ONCE(lsk->sk_state) != TCP_LISTEN || sk_acceptq_is_full(lsk)) {
-		spin_unlock(&rstream_accept_lock);
 		err = -ECONNREFUSED;
 		goto err_free;
 	}
-	sock_hold(lsk);
-	child->listener = lrs;
-	list_add_tail(&child->accept_node, &lrs->embryos);
-	sk_acceptq_added(lsk);
-	spin_unlock(&rstream_accept_lock);
 
 	id->context = child;
 	err = rstream_mem_charge(child);
@@ -320,7 +400,7 @@ static int rstream_cm_request(struct rstream_sock *lrs, struct rdma_cm_id *id,
 		net_warn_ratelimited("connection from %pISpc rejected: %s\n",
 				     &child->peer_addr,
 				     rstream_mem_limit_text(child));
-		goto err_unlink;
+		goto err_reject;
 	}
 	mutex_lock(&child->cm_lock);
 	err = rstream_conn_create(child, id);
@@ -328,7 +408,7 @@ static int rstream_cm_request(struct rstream_sock *lrs, struct rdma_cm_id *id,
 	if (!err)
 		err = rstream_conn_start(child, id);
 	if (err)
-		goto err_unlink;
+		goto err_reject;
 
 	/*
 	 * rsocket copies the request's parameters; rsockets never reads
@@ -339,21 +419,18 @@ static int rstream_cm_request(struct rstream_sock *lrs, struct rdma_cm_id *id,
 	rstream_set_state(&child->sk, TCP_SYN_RECV);
 	err = rdma_accept(id, &param);
 	if (err)
-		goto err_unlink;
+		goto err_reject;
+	/*
+	 * Only now, set up, does the child join the listener: its own
+	 * events wait for this handler (rdma_cm holds its handler mutex),
+	 * so nothing else has seen it yet.
+	 */
+	if (!rstream_cm_add_embryo(lrs, child))
+		goto err_free;	/* the listener closed: the REP is undone */
 	return 0;
 
-err_unlink:
+err_reject:
 	rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
-	spin_lock(&rstream_accept_lock);
-	if (child->listener) {
-		list_del_init(&child->accept_node);
-		child->listener = NULL;
-		sk_acceptq_removed(lsk);
-		lrs = NULL;
-	}
-	spin_unlock(&rstream_accept_lock);
-	if (!lrs)
-		sock_put(lsk);
 err_free:
 	mutex_lock(&child->cm_lock);
 	rstream_conn_destroy(child);
@@ -366,8 +443,8 @@ err_free:
 
 /*
  * A child still being set up failed (rejected, unreachable, disconnected,
- * its device gone): take it off the listener's list, freeing its backlog
- * slot, and close it.  CM handler.
+ * its device gone): take it off the listener's list and close it.  CM
+ * handler.
  */
 static void rstream_cm_embryo_failed(struct rstream_sock *child)
 {
@@ -378,16 +455,13 @@ static void rstream_cm_embryo_failed(struct rstream_sock *child)
 	if (lrs && rstream_state(&child->sk) == TCP_SYN_RECV) {
 		list_del_init(&child->accept_node);
 		child->listener = NULL;
-		sk_acceptq_removed(&lrs->sk);
+		lrs->embryo_count--;
 	} else {
 		lrs = NULL;
 	}
 	spin_unlock(&rstream_accept_lock);
-	if (!lrs)
-		return;
-	sock_put(&lrs->sk);
-	rstream_set_state(&child->sk, TCP_CLOSE);
-	rstream_conn_teardown(child);	/* takes the list's reference */
+	if (lrs)
+		rstream_cm_drop_embryo(lrs, child);
 }
 
 /* RTU received (or COMM_EST): the child may be accepted. */
@@ -395,14 +469,22 @@ static void rstream_cm_child_established(struct rstream_sock *child)
 {
 	struct rstream_sock *lrs;
 
+	rstream_cm_connect_done(child);		/* the RTU came in time */
 	/* Ready before accept() can see it. */
 	rstream_set_state(&child->sk, TCP_ESTABLISHED);
 	rstream_conn_established(child);
 
+	/*
+	 * It joins the accept queue even when that is full: at most the
+	 * backlog's worth of children in set-up can take it over, as they
+	 * were admitted while it had room.
+	 */
 	spin_lock(&rstream_accept_lock);
 	lrs = child->listener;
 	if (lrs) {
 		list_move_tail(&child->accept_node, &lrs->accept_queue);
+		lrs->embryo_count--;
+		sk_acceptq_added(&lrs->sk);
 		sock_hold(&lrs->sk);	/* accept() may drop the child's */
 	}
 	spin_unlock(&rstream_accept_lock);
@@ -723,10 +805,10 @@ void rstream_cm_close_listener(struct rstream_sock *lrs)
 	spin_lock(&rstream_accept_lock);
 	list_splice_init(&lrs->embryos, &orphans);
 	list_splice_tail_init(&lrs->accept_queue, &orphans);
-	list_for_each_entry(child, &orphans, accept_node) {
+	list_for_each_entry(child, &orphans, accept_node)
 		child->listener = NULL;
-		sk_acceptq_removed(&lrs->sk);
-	}
+	lrs->embryo_count = 0;
+	WRITE_ONCE(lrs->sk.sk_ack_backlog, 0);
 	spin_unlock(&rstream_accept_lock);
 
 	list_for_each_entry_safe(child, tmp, &orphans, accept_node) {

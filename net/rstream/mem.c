@@ -12,7 +12,8 @@
  * socket's owner (an accepted connection: the listener's).  Over either
  * limit, or leaving the cgroup less than RSTREAM_MEMCG_HEADROOM, the
  * connection is refused with ENOBUFS, not allocated.  The total shows in
- * /proc/net/protocols, a cgroup's part in its memory.stat (sock).
+ * /proc/net/protocols (give or take what the core caches per CPU), exactly
+ * in /proc/net/rstream/memory, a cgroup's part in its memory.stat (sock).
  *
  * The charge is taken with __sk_mem_schedule() and then kept out of
  * sk_forward_alloc, in rs->mem_charged, until the pages are freed: the core
@@ -25,6 +26,7 @@
  */
 #include <linux/mm.h>
 #include <linux/percpu.h>
+#include <linux/seq_file.h>
 #include <net/sock.h>
 
 #include "rstream.h"
@@ -86,6 +88,9 @@ static size_t rstream_conn_bytes(const struct rstream_sock *rs)
  * allocated: -ENOBUFS if it would go over rstream's limit or the socket's
  * memory cgroup's.  Sock lock held, or a child not yet visible.
  */
+/* Bytes charged by every connection, for /proc/net/rstream/memory. */
+static atomic_long_t rstream_mem_pinned = ATOMIC_LONG_INIT(0);
+
 int rstream_mem_charge(struct rstream_sock *rs)
 {
 	long limit = min_t(unsigned long, rstream_mem_limit(), LONG_MAX);
@@ -109,6 +114,7 @@ int rstream_mem_charge(struct rstream_sock *rs)
 	    !__sk_mem_schedule(sk, bytes + room, SK_MEM_RECV))
 		return -ENOBUFS;
 	rs->mem_charged = sk_mem_pages(bytes) << PAGE_SHIFT;
+	atomic_long_add(rs->mem_charged, &rstream_mem_pinned);
 	WRITE_ONCE(sk->sk_forward_alloc,
 		   sk->sk_forward_alloc - rs->mem_charged);
 	if (room)
@@ -127,6 +133,7 @@ void rstream_mem_uncharge(struct rstream_sock *rs, bool final)
 	struct sock *sk = &rs->sk;
 
 	if (rs->mem_charged) {
+		atomic_long_sub(rs->mem_charged, &rstream_mem_pinned);
 		WRITE_ONCE(sk->sk_forward_alloc,
 			   sk->sk_forward_alloc + rs->mem_charged);
 		__sk_mem_reclaim(sk, rs->mem_charged);
@@ -145,4 +152,16 @@ const char *rstream_mem_limit_text(const struct rstream_sock *rs)
 	return rstream_memcg(&rs->sk) ?
 	       "over the memory limit of its cgroup or of rstream (mem_limit)" :
 	       "over rstream's memory limit (mem_limit)";
+}
+
+/*
+ * /proc/net/rstream/memory: what connections pin, module-wide (the limit
+ * is), in bytes.  Process context.
+ */
+void rstream_mem_show(struct seq_file *seq)
+{
+	seq_printf(seq, "pinned %ld\nlimit %lu\n",
+		   atomic_long_read(&rstream_mem_pinned),
+		   min_t(unsigned long, rstream_mem_limit(),
+			 LONG_MAX >> PAGE_SHIFT) << PAGE_SHIFT);
 }

@@ -3,6 +3,7 @@
  * /proc/net/rstream/: what the module sees, per network namespace.
  *
  *   devices	the RDMA devices (and ports) new sockets can use
+ *   memory	bytes pinned by connections, module-wide, and the limit
  */
 #include <linux/proc_fs.h>
 #include <linux/seq_file.h>
@@ -16,6 +17,12 @@ static int rstream_devices_show(struct seq_file *seq, void *v)
 	return 0;
 }
 
+static int rstream_memory_show(struct seq_file *seq, void *v)
+{
+	rstream_mem_show(seq);
+	return 0;
+}
+
 static int __net_init rstream_proc_net_init(struct net *net)
 {
 	struct proc_dir_entry *dir;
@@ -24,7 +31,9 @@ static int __net_init rstream_proc_net_init(struct net *net)
 	if (!dir)
 		return -ENOMEM;
 	if (!proc_create_net_single("devices", 0444, dir,
-				    rstream_devices_show, NULL)) {
+				    rstream_devices_show, NULL) ||
+	    !proc_create_net_single("memory", 0444, dir,
+				    rstream_memory_show, NULL)) {
 		remove_proc_subtree("rstream", net->proc_net);
 		return -ENOMEM;
 	}

@@ -114,9 +114,14 @@ struct rstream_sock {
 	struct rdma_cm_id *cm_id;
 	unsigned long flags;
 
-	/* Listener: children in set-up, and established ones to accept. */
+	/*
+	 * Listener: children in set-up (@embryo_count of them, TCP's SYN
+	 * queue), and established ones to accept (sk_ack_backlog).  Under
+	 * rstream_accept_lock.
+	 */
 	struct list_head embryos;
 	struct list_head accept_queue;
+	unsigned int embryo_count;
 	/*
 	 * TCP beside RDMA (fallback.c): a transparent socket's own kernel TCP
 	 * socket, or the caller's TCP listener (RSTREAM_TCP_LISTEN, then
@@ -413,6 +418,7 @@ extern int rstream_sysctl_wmem[3];
 int rstream_mem_charge(struct rstream_sock *rs);
 void rstream_mem_uncharge(struct rstream_sock *rs, bool final);
 const char *rstream_mem_limit_text(const struct rstream_sock *rs);
+void rstream_mem_show(struct seq_file *seq);
 
 /* The memory cgroup a socket's memory is charged to, if any. */
 static inline struct mem_cgroup *rstream_memcg(const struct sock *sk)

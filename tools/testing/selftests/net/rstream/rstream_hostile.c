@@ -671,4 +671,261 @@ TEST(peer_gives_up_during_setup)
 	close(lfd);
 }
 
+/* The bytes connections pin (/proc/net/rstream/memory), or -1. */
+static long rstream_pinned(void)
+{
+	FILE *f = fopen("/proc/net/rstream/memory", "r");
+	char line[128];
+	long v = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "pinned %ld", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+/*
+ * A request that will never be completed: an id with no QP behind it (a
+ * made-up QP number in the REQ), whose REP nobody answers with an RTU.
+ * 0, or -1.
+ */
+static int half_open_request(struct hostile *h, const struct sockaddr_in *dst,
+			     int n)
+{
+	struct rdma_conn_param param = {};
+	enum rdma_cm_event_type type;
+	struct conn_data cd = {};
+
+	memset(h, 0, sizeof(*h));
+	h->ch = rdma_create_event_channel();
+	if (!h->ch || rdma_create_id(h->ch, &h->id, NULL, RDMA_PS_TCP))
+		return -1;
+	if (rdma_resolve_addr(h->id, NULL, (struct sockaddr *)dst, WAIT_MS) ||
+	    next_event(h, &type) || type != RDMA_CM_EVENT_ADDR_RESOLVED)
+		return -1;
+	if (rdma_resolve_route(h->id, WAIT_MS) || next_event(h, &type) ||
+	    type != RDMA_CM_EVENT_ROUTE_RESOLVED)
+		return -1;
+	cd.version = 1;
+	cd.credits = htobe16(16);
+	cd.sgl_addr = htobe64(0x10000);
+	cd.sgl_key = htobe32(0x1234);
+	cd.sgl_length = htobe32(2);
+	cd.buf_addr = htobe64(0x20000);
+	cd.buf_key = htobe32(0x1234);
+	cd.buf_length = htobe32(RING / 2);
+	param.private_data = &cd;
+	param.private_data_len = sizeof(cd);
+	param.flow_control = 1;
+	param.retry_count = 7;
+	param.rnr_retry_count = 7;
+	param.qp_num = 0x4000 + n;
+	/* Its REP taken (no RTU follows: there is no QP to move to RTS). */
+	if (rdma_connect(h->id, &param) || next_event(h, &type))
+		return -1;
+	return type == RDMA_CM_EVENT_CONNECT_RESPONSE ? 0 : -1;
+}
+
+/*
+ * The pinned bytes once they stop changing for 300 ms, or after 3 s:
+ * teardown is a work item, and an earlier test's may still be running.
+ */
+static long rstream_pinned_settled(void)
+{
+	long last = rstream_pinned(), now;
+	int i, same = 0;
+
+	for (i = 0; i < 30 && same < 3; i++) {
+		usleep(100 * 1000);
+		now = rstream_pinned();
+		same = now == last ? same + 1 : 0;
+		last = now;
+	}
+	return last;
+}
+
+/* A connected AF_RSTREAM client of @at within WAIT_MS, or -errno. */
+static int client_of(const struct sockaddr_in *at)
+{
+	struct pollfd p = { .events = POLLOUT };
+	int c, err = 0, flags;
+	socklen_t len = sizeof(err);
+
+	c = socket(rstream_family(), SOCK_STREAM | SOCK_NONBLOCK, 0);
+	if (c < 0)
+		return -errno;
+	p.fd = c;
+	if (connect(c, (struct sockaddr *)at, sizeof(*at)) && errno != EINPROGRESS)
+		err = errno;
+	else if (poll(&p, 1, WAIT_MS) != 1)
+		err = ETIMEDOUT;
+	else if (getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len))
+		err = errno;
+	if (err) {
+		close(c);
+		return -err;
+	}
+	flags = fcntl(c, F_GETFL);
+	fcntl(c, F_SETFL, flags & ~O_NONBLOCK);
+	return c;
+}
+
+/* An honest client gets in and its byte goes through.  0, or an errno. */
+static int honest_client(int lfd, const struct sockaddr_in *at)
+{
+	int c, s, err = 0;
+	char b = 0;
+
+	c = client_of(at);
+	if (c < 0)
+		return -c;
+	s = accept_within(lfd, WAIT_MS);
+	if (s >= 0)
+		set_rcvtimeo(s, WAIT_MS);
+	if (s < 0 || send(c, "x", 1, 0) != 1 || recv(s, &b, 1, 0) != 1 ||
+	    b != 'x')
+		err = errno ?: EPROTO;
+	if (s >= 0)
+		close(s);
+	close(c);
+	return err;
+}
+
+/*
+ * A host on the fabric sends connection requests as fast as it can and
+ * completes none.  Half-open connections have their own queue, as long
+ * as the backlog, the oldest dropped when it is full: an honest client
+ * still connects in the middle of the flood (before, the requests took
+ * every backlog slot and it was refused), and what the requests pin stays
+ * within the backlog's worth of connections.
+ */
+TEST(request_flood_leaves_room)
+{
+	enum { BACKLOG = 4, FLOOD = 40 };
+	static struct hostile flood[FLOOD];
+	long base, one, now, bound;
+	struct sockaddr_in at;
+	int lfd, kmsg, i, err, c, s, cost, rejected;
+	char line[1024];
+
+	lfd = listener_at(_metadata, &at, BACKLOG);
+	kmsg = kmsg_open();
+	ASSERT_LE(0, kmsg);
+	cost = set_message_cost(0);	/* earlier tests' warnings spent it */
+
+	/* What one connection costs: an honest one, both of its ends. */
+	base = rstream_pinned_settled();
+	ASSERT_LE(0, base);
+	c = client_of(&at);
+	ASSERT_LE(0, c) TH_LOG("connect: %s", strerror(-c));
+	s = accept_within(lfd, WAIT_MS);
+	ASSERT_LE(0, s);
+	one = (rstream_pinned_settled() - base) / 2;
+	close(s);
+	close(c);
+	base = rstream_pinned_settled();
+	ASSERT_LT(0, one);
+	/* The backlog's worth, one being dropped, and the honest client's. */
+	bound = base + (BACKLOG + 1 + 2) * one;
+
+	for (i = 0; i < FLOOD; i++) {
+		ASSERT_EQ(0, half_open_request(&flood[i], &at, i))
+			TH_LOG("request %d: no REP", i);
+		if (i == FLOOD / 2) {
+			err = honest_client(lfd, &at);
+			EXPECT_EQ(0, err) TH_LOG("honest client amid the flood: %s",
+						 strerror(err));
+		}
+	}
+	/* The last requests' set-up done, and the dropped ones' teardown. */
+	for (i = 0; i < 40; i++) {
+		now = rstream_pinned();
+		if (now <= bound)
+			break;
+		usleep(50 * 1000);
+	}
+	EXPECT_GE(bound, now) TH_LOG("%ld bytes pinned, bound %ld (%d x %ld over %ld)",
+				     now, bound, BACKLOG + 3, one, base);
+	TH_LOG("one connection pins %ld bytes; after %d requests, %ld over %ld (bound %ld)",
+	       one, FLOOD, now - base, base, bound - base);
+	/* All but the newest backlog's worth were dropped: a REJ each. */
+	for (i = 0, rejected = 0; i < FLOOD; i++) {
+		struct pollfd p = { .fd = flood[i].ch->fd, .events = POLLIN };
+		enum rdma_cm_event_type type;
+
+		if (poll(&p, 1, i < FLOOD - BACKLOG ? WAIT_MS : 0) == 1 &&
+		    !next_event(&flood[i], &type) &&
+		    type == RDMA_CM_EVENT_REJECTED)
+			rejected++;
+	}
+	EXPECT_EQ(FLOOD - BACKLOG, rejected);
+	err = honest_client(lfd, &at);
+	EXPECT_EQ(0, err) TH_LOG("honest client after the flood: %s",
+				 strerror(err));
+	EXPECT_TRUE(kmsg_find(kmsg, "possible request flood", line,
+			      sizeof(line)));
+	set_message_cost(cost);
+
+	for (i = 0; i < FLOOD; i++)
+		hostile_close(&flood[i]);
+	close(kmsg);
+	close(lfd);
+}
+
+/* Writes @v to the sysctl file at @path; its old value, or -1. */
+static int set_sysctl(const char *path, int v)
+{
+	int old = rstream_read_int(path);
+	FILE *f = fopen(path, "w");
+
+	if (!f)
+		return -1;
+	fprintf(f, "%d\n", v);
+	fclose(f);
+	return old;
+}
+
+/*
+ * A request whose REP is never answered is dropped, its peer told with a
+ * REJ, after TCP's SYN-RECV lifetime: tcp_synack_retries 1 gives the
+ * SYN-ACK and one resend, 1 + 2 s.  The REQ itself asked for far longer
+ * (rdma_cm's retries, minutes), and before this the connection's memory
+ * stayed pinned that long.
+ */
+TEST(unanswered_request_expires)
+{
+	static const char path[] = "/proc/sys/net/ipv4/tcp_synack_retries";
+	enum rdma_cm_event_type type = RDMA_CM_EVENT_ESTABLISHED;
+	struct pollfd p = { .events = POLLIN };
+	struct sockaddr_in at;
+	struct hostile h;
+	long long t0, ms = -1;
+	long base, after;
+	int lfd, old;
+
+	old = set_sysctl(path, 1);
+	ASSERT_LE(0, old);
+	lfd = listener_at(_metadata, &at, 8);
+	base = rstream_pinned_settled();
+	ASSERT_EQ(0, half_open_request(&h, &at, 0));
+	t0 = now_ms();
+	p.fd = h.ch->fd;
+	if (poll(&p, 1, 10000) == 1 && !next_event(&h, &type))
+		ms = now_ms() - t0;
+	after = rstream_pinned_settled();
+	set_sysctl(path, old);
+	EXPECT_EQ(RDMA_CM_EVENT_REJECTED, (int)type);
+	EXPECT_LE(2500, ms) TH_LOG("dropped after %lld ms", ms);
+	EXPECT_GE(6000, ms) TH_LOG("dropped after %lld ms", ms);
+	/* Its memory given back (an earlier test's may be, too). */
+	EXPECT_GE(base, after) TH_LOG("%ld bytes pinned, %ld before", after,
+				      base);
+	TH_LOG("dropped after %lld ms (bound 3000 ms)", ms);
+	hostile_close(&h);
+	close(lfd);
+}
+
 TEST_HARNESS_MAIN
