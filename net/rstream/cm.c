@@ -258,6 +258,11 @@ void rstream_cm_init(struct rstream_sock *rs)
 static void rstream_cm_drop_embryo(struct rstream_sock *lrs,
 				   struct rstream_sock *child)
 {
+	/*
+	 * Its RTU may have come in meanwhile: then the peer's connect()
+	 * succeeded, and it must read a reset, not a clean end of stream.
+	 */
+	set_bit(RSTREAM_F_ABORT, &child->flags);
 	sock_put(&lrs->sk);
 	rstream_set_state(&child->sk, TCP_CLOSE);
 	rstream_conn_teardown(child);	/* takes the list's reference */
@@ -296,17 +301,20 @@ static bool rstream_cm_add_embryo(struct rstream_sock *lrs,
 				  struct rstream_sock *child)
 {
 	struct sock *lsk = &lrs->sk;
-	struct rstream_sock *oldest = NULL;
+	unsigned int max = max(READ_ONCE(lsk->sk_max_ack_backlog), 1U);
+	struct rstream_sock *oldest, *tmp;
+	LIST_HEAD(dropped);
 
 	spin_lock(&rstream_accept_lock);
 	if (READ_ONCE(lsk->sk_state) != TCP_LISTEN) {
 		spin_unlock(&rstream_accept_lock);
 		return false;
 	}
-	if (lrs->embryo_count >= max(READ_ONCE(lsk->sk_max_ack_backlog), 1U)) {
+	/* Down to one under the backlog, which listen() may have lowered. */
+	while (lrs->embryo_count >= max) {
 		oldest = list_first_entry(&lrs->embryos, struct rstream_sock,
 					  accept_node);
-		list_del_init(&oldest->accept_node);
+		list_move_tail(&oldest->accept_node, &dropped);
 		oldest->listener = NULL;
 		lrs->embryo_count--;
 	}
@@ -314,19 +322,21 @@ static bool rstream_cm_add_embryo(struct rstream_sock *lrs,
 	child->listener = lrs;
 	list_add_tail(&child->accept_node, &lrs->embryos);
 	lrs->embryo_count++;
-	spin_unlock(&rstream_accept_lock);
-
-	/* Its deadline (rstream_cm_connect_timeout()); teardown cancels it. */
+	/*
+	 * Its deadline (rstream_cm_connect_timeout()), armed before anyone
+	 * else can take the child off the list: teardown cancels it, and a
+	 * deadline armed after would outlive the teardown with its reference.
+	 */
 	sock_hold(&child->sk);
 	if (!queue_delayed_work(rstream_wq, &child->connect_work,
 				rstream_cm_rtu_timeout(lsk)))
 		sock_put(&child->sk);
+	spin_unlock(&rstream_accept_lock);
 
-	if (oldest) {
+	list_for_each_entry_safe(oldest, tmp, &dropped, accept_node) {
+		list_del_init(&oldest->accept_node);
 		net_info_ratelimited("%pISpc: more half-open connections than the backlog (%u), possible request flood: dropping the oldest, from %pISpc\n",
-				     &lrs->local_addr,
-				     READ_ONCE(lsk->sk_max_ack_backlog),
-				     &oldest->peer_addr);
+				     &lrs->local_addr, max, &oldest->peer_addr);
 		rstream_cm_drop_embryo(lrs, oldest);
 	}
 	return true;

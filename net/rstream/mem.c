@@ -83,14 +83,14 @@ static size_t rstream_conn_bytes(const struct rstream_sock *rs)
 	       (size_t)entries * RSTREAM_QUEUE_ENTRY_BYTES;
 }
 
+/* Bytes charged by every connection, for /proc/net/rstream/memory. */
+static atomic_long_t rstream_mem_pinned = ATOMIC_LONG_INIT(0);
+
 /*
  * Charge the connection of @rs, whose sizes are fixed, before anything is
  * allocated: -ENOBUFS if it would go over rstream's limit or the socket's
  * memory cgroup's.  Sock lock held, or a child not yet visible.
  */
-/* Bytes charged by every connection, for /proc/net/rstream/memory. */
-static atomic_long_t rstream_mem_pinned = ATOMIC_LONG_INIT(0);
-
 int rstream_mem_charge(struct rstream_sock *rs)
 {
 	long limit = min_t(unsigned long, rstream_mem_limit(), LONG_MAX);

@@ -928,4 +928,38 @@ TEST(unanswered_request_expires)
 	close(lfd);
 }
 
+/*
+ * listen() again with a smaller backlog: the next request trims the
+ * half-open queue to the new backlog at once (before, one at a time, so
+ * the old backlog stayed the bound).
+ */
+TEST(lower_backlog_trims_half_open)
+{
+	enum { BEFORE = 6, AFTER = 2 };
+	static struct hostile h[BEFORE + 1];
+	struct sockaddr_in at;
+	int lfd, i, rejected = 0;
+
+	lfd = listener_at(_metadata, &at, 8);
+	for (i = 0; i < BEFORE; i++)
+		ASSERT_EQ(0, half_open_request(&h[i], &at, i))
+			TH_LOG("request %d", i);
+	ASSERT_EQ(0, listen(lfd, AFTER));
+	ASSERT_EQ(0, half_open_request(&h[BEFORE], &at, BEFORE));
+	/* The oldest BEFORE + 1 - AFTER dropped, each with a REJ. */
+	for (i = 0; i <= BEFORE; i++) {
+		struct pollfd p = { .fd = h[i].ch->fd, .events = POLLIN };
+		enum rdma_cm_event_type type;
+
+		if (poll(&p, 1, i <= BEFORE - AFTER ? WAIT_MS : 200) == 1 &&
+		    !next_event(&h[i], &type) &&
+		    type == RDMA_CM_EVENT_REJECTED)
+			rejected++;
+	}
+	EXPECT_EQ(BEFORE + 1 - AFTER, rejected);
+	for (i = 0; i <= BEFORE; i++)
+		hostile_close(&h[i]);
+	close(lfd);
+}
+
 TEST_HARNESS_MAIN
