@@ -104,14 +104,9 @@ static int hostile_post_recvs(struct hostile *h, int n)
 	return 0;
 }
 
-/*
- * Resolve, and build a QP with @recvs receives posted and memory the
- * kernel may write.  0, or -1.
- */
-static int hostile_prepare_n(struct hostile *h, const struct sockaddr_in *dst,
-			     int recvs)
+/* A fresh @h with an id on its own channel, resolved to @dst.  0, or -1. */
+static int hostile_resolve(struct hostile *h, const struct sockaddr_in *dst)
 {
-	struct ibv_qp_init_attr attr = {};
 	enum rdma_cm_event_type type;
 
 	memset(h, 0, sizeof(*h));
@@ -123,6 +118,20 @@ static int hostile_prepare_n(struct hostile *h, const struct sockaddr_in *dst,
 		return -1;
 	if (rdma_resolve_route(h->id, WAIT_MS) || next_event(h, &type) ||
 	    type != RDMA_CM_EVENT_ROUTE_RESOLVED)
+		return -1;
+	return 0;
+}
+
+/*
+ * Resolve, and build a QP with @recvs receives posted and memory the
+ * kernel may write.  0, or -1.
+ */
+static int hostile_prepare_n(struct hostile *h, const struct sockaddr_in *dst,
+			     int recvs)
+{
+	struct ibv_qp_init_attr attr = {};
+
+	if (hostile_resolve(h, dst))
 		return -1;
 	h->pd = ibv_alloc_pd(h->id->verbs);
 	h->cq = ibv_create_cq(h->id->verbs, 64, NULL, NULL, 0);
@@ -699,15 +708,7 @@ static int half_open_request(struct hostile *h, const struct sockaddr_in *dst,
 	enum rdma_cm_event_type type;
 	struct conn_data cd = {};
 
-	memset(h, 0, sizeof(*h));
-	h->ch = rdma_create_event_channel();
-	if (!h->ch || rdma_create_id(h->ch, &h->id, NULL, RDMA_PS_TCP))
-		return -1;
-	if (rdma_resolve_addr(h->id, NULL, (struct sockaddr *)dst, WAIT_MS) ||
-	    next_event(h, &type) || type != RDMA_CM_EVENT_ADDR_RESOLVED)
-		return -1;
-	if (rdma_resolve_route(h->id, WAIT_MS) || next_event(h, &type) ||
-	    type != RDMA_CM_EVENT_ROUTE_RESOLVED)
+	if (hostile_resolve(h, dst))
 		return -1;
 	cd.version = 1;
 	cd.credits = htobe16(16);
