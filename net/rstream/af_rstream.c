@@ -459,7 +459,7 @@ static int rstream_rdma_connect(struct socket *sock, struct sockaddr *addr,
 				goto out;
 		}
 		rstream_fix_sizes(rs);
-		err = rstream_mem_charge(rs);
+		err = rstream_mem_charge(rs, true);
 		if (err) {
 			net_warn_ratelimited("connection to %pISpc refused: %s\n",
 					     &ss, rstream_mem_limit_text(rs));

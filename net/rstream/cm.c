@@ -161,7 +161,7 @@ static void rstream_cm_route_resolved(struct rstream_sock *rs,
 		return;
 	}
 	mutex_lock(&rs->cm_lock);
-	err = rstream_conn_create(rs, id);
+	err = rstream_conn_create(rs, id, true);
 	mutex_unlock(&rs->cm_lock);
 	if (!err) {
 		rstream_cm_params(rs, &param, &cd);
@@ -180,7 +180,7 @@ static void rstream_cm_connect_response(struct rstream_sock *rs,
 	int err;
 
 	err = rstream_conn_data_parse(ev->param.conn.private_data,
-				      ev->param.conn.private_data_len,
+				      ev->param.conn.private_data_len, true,
 				      &rs->peer, &why);
 	if (err) {
 		net_warn_ratelimited("connection to %pISpc refused: %s\n",
@@ -374,7 +374,7 @@ static int rstream_cm_request(struct rstream_sock *lrs, struct rdma_cm_id *id,
 		return 1;
 	}
 	err = rstream_conn_data_parse(ev->param.conn.private_data,
-				      ev->param.conn.private_data_len,
+				      ev->param.conn.private_data_len, false,
 				      &peer, &why);
 	if (err) {
 		net_warn_ratelimited("connection from %pISpc rejected: %s\n",
@@ -405,7 +405,7 @@ static int rstream_cm_request(struct rstream_sock *lrs, struct rdma_cm_id *id,
 	}
 
 	id->context = child;
-	err = rstream_mem_charge(child);
+	err = rstream_mem_charge(child, false);
 	if (err) {
 		net_warn_ratelimited("connection from %pISpc rejected: %s\n",
 				     &child->peer_addr,
@@ -413,7 +413,7 @@ static int rstream_cm_request(struct rstream_sock *lrs, struct rdma_cm_id *id,
 		goto err_reject;
 	}
 	mutex_lock(&child->cm_lock);
-	err = rstream_conn_create(child, id);
+	err = rstream_conn_create(child, id, false);
 	mutex_unlock(&child->cm_lock);
 	if (!err)
 		err = rstream_conn_start(child, id);
@@ -478,8 +478,22 @@ static void rstream_cm_embryo_failed(struct rstream_sock *child)
 static void rstream_cm_child_established(struct rstream_sock *child)
 {
 	struct rstream_sock *lrs;
+	const char *why = NULL;
 
 	rstream_cm_connect_done(child);		/* the RTU came in time */
+	/*
+	 * Only now the rings (conn.c): charged like the rest, and refused
+	 * the same way, as a connection reset before accept() sees it.
+	 */
+	if (rstream_mem_charge(child, true))
+		why = rstream_mem_limit_text(child);
+	else if (rstream_conn_alloc_data(child))
+		why = "cannot allocate or register its rings";
+	if (why) {
+		rstream_conn_reset(child, ENOBUFS, why);
+		rstream_cm_embryo_failed(child);
+		return;
+	}
 	/* Ready before accept() can see it. */
 	rstream_set_state(&child->sk, TCP_ESTABLISHED);
 	rstream_conn_established(child);

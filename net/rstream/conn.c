@@ -7,7 +7,11 @@
  * the CM private data: the regions must be registered (IB_WR_REG_MR, which
  * needs a send queue in RTS) before the peer can use those keys.
  *  - passive side: on CONNECT_REQUEST the QP goes INIT -> RTR -> RTS, the
- *    registrations complete, then rdma_accept() sends the REP with keys;
+ *    target SGL is registered, then rdma_accept() sends the REP with its
+ *    key and no receive buffer.  The rings come only with the RTU
+ *    (rstream_conn_alloc_data()): a peer that sends requests and never
+ *    completes them holds a QP and a page each, not two rings, as TCP
+ *    keeps little for a half-open connection;
  *  - active side: the keys are those of the prepared regions; on
  *    CONNECT_RESPONSE the QP goes to RTS, the registrations complete, and
  *    only then does the RTU let the peer start writing.
@@ -118,6 +122,18 @@ static int rstream_qp_to(struct rstream_sock *rs, struct rdma_cm_id *id,
 	return err;
 }
 
+/* Work requests the send queue holds: data, registrations, a drain. */
+u32 rstream_conn_send_wrs(u32 sq_size)
+{
+	return sq_size + RSTREAM_REG_WRS + RSTREAM_DRAIN_WRS;
+}
+
+/* Receives: one per message credit, the control slots', a drain. */
+u32 rstream_conn_recv_wrs(u32 rq_size)
+{
+	return rq_size + RSTREAM_CTRL_SLOTS + RSTREAM_DRAIN_WRS;
+}
+
 /* Entries of the completion queue: every kind of work request in flight. */
 u32 rstream_conn_cq_entries(u32 sq_size, u32 rq_size)
 {
@@ -147,14 +163,58 @@ static void rstream_conn_fit_queues(struct rstream_sock *rs,
 	rs->rq_size = clamp_t(u32, rs->rq_size, RSTREAM_QP_MIN, half);
 }
 
+/* The receive ring and the send staging ring.  The memcg is the socket's. */
+static int rstream_conn_alloc_rings(struct rstream_sock *rs)
+{
+	int err;
+
+	err = rstream_buf_alloc(&rs->ring, rs->pd, rs->ring_size,
+				DMA_FROM_DEVICE,
+				IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE);
+	if (!err)
+		err = rstream_buf_alloc(&rs->sbuf, rs->pd,
+					rs->sbuf_size + RSTREAM_CTRL_BYTES,
+					DMA_TO_DEVICE, IB_ACCESS_LOCAL_WRITE);
+	return err;
+}
+
 /*
- * Create the PD, CQ, QP and the three regions of a connection on the
- * device rdma_cm chose for @id, and post the receives.  On an error the
- * caller frees what exists, once, with rstream_conn_destroy().  The socket
- * has been charged for all of it (mem.c); what is allocated here also
- * counts against the socket's memory cgroup.  CM handler.
+ * Post the registrations of the regions that exist and wait for them: the
+ * QP is in RTS.  CM handler.
  */
-int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id)
+static int rstream_conn_register(struct rstream_sock *rs,
+				 struct rstream_buf **bufs, int n)
+{
+	struct ib_reg_wr reg[RSTREAM_REG_WRS];
+	int i, err;
+
+	atomic_set(&rs->reg_pending, n);
+	rs->reg_status = 0;
+	reinit_completion(&rs->reg_done);
+	for (i = 0; i < n; i++) {
+		rstream_buf_reg_wr(bufs[i], &reg[i]);
+		reg[i].wr.wr_cqe = &rs->reg_cqe;
+		reg[i].wr.send_flags = IB_SEND_SIGNALED;
+		reg[i].wr.next = i + 1 < n ? &reg[i + 1].wr : NULL;
+	}
+	err = ib_post_send(rs->qp, &reg[0].wr, NULL);
+	if (err)
+		return err;
+	if (!wait_for_completion_timeout(&rs->reg_done, RSTREAM_REG_TIMEOUT))
+		return -ETIMEDOUT;
+	return rs->reg_status;
+}
+
+/*
+ * Create the PD, CQ, QP and the regions of a connection on the device
+ * rdma_cm chose for @id, and post the receives: all three regions for an
+ * active side (@rings), the target SGL alone for a passive one.  On an
+ * error the caller frees what exists, once, with rstream_conn_destroy().
+ * The socket has been charged for all of it (mem.c); what is allocated
+ * here also counts against the socket's memory cgroup.  CM handler.
+ */
+int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id,
+			bool rings)
 {
 	struct ib_device *ibdev = id->device;
 	struct ib_qp_init_attr attr = {};
@@ -191,9 +251,8 @@ int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id)
 	attr.recv_cq = rs->cq;
 	attr.sq_sig_type = IB_SIGNAL_REQ_WR;
 	attr.qp_type = IB_QPT_RC;
-	attr.cap.max_send_wr = rs->sq_size + RSTREAM_REG_WRS + RSTREAM_DRAIN_WRS;
-	attr.cap.max_recv_wr = rs->rq_size + RSTREAM_CTRL_SLOTS +
-			       RSTREAM_DRAIN_WRS;
+	attr.cap.max_send_wr = rstream_conn_send_wrs(rs->sq_size);
+	attr.cap.max_recv_wr = rstream_conn_recv_wrs(rs->rq_size);
 	attr.cap.max_send_sge = 2;	/* the staging ring wraps */
 	attr.cap.max_recv_sge = 1;
 	attr.cap.max_inline_data = rs->inline_size;
@@ -210,19 +269,11 @@ int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id)
 	}
 	rs->inline_size = attr.cap.max_inline_data;
 
-	err = rstream_buf_alloc(&rs->ring, rs->pd, rs->ring_size,
-				DMA_FROM_DEVICE,
-				IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE);
-	if (err)
-		goto out;
 	err = rstream_buf_alloc(&rs->sgl, rs->pd, RSTREAM_SGL_BYTES,
 				DMA_BIDIRECTIONAL,
 				IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE);
-	if (err)
-		goto out;
-	err = rstream_buf_alloc(&rs->sbuf, rs->pd,
-				rs->sbuf_size + RSTREAM_CTRL_BYTES,
-				DMA_TO_DEVICE, IB_ACCESS_LOCAL_WRITE);
+	if (!err && rings)
+		err = rstream_conn_alloc_rings(rs);
 	if (err)
 		goto out;
 
@@ -258,9 +309,12 @@ void rstream_conn_build_params(struct rstream_sock *rs,
 	p->credits = rs->rq_size;
 	p->sgl_addr = rstream_buf_iova(&rs->sgl, 0);
 	p->sgl_key = rs->sgl.mr->rkey;
-	p->buf_addr = rstream_buf_iova(&rs->ring, 0);
-	p->buf_key = rs->ring.mr->rkey;
-	p->buf_length = rs->ring_size / 2;
+	/* A passive side has no ring yet: no first buffer (see above). */
+	if (rs->ring.mr) {
+		p->buf_addr = rstream_buf_iova(&rs->ring, 0);
+		p->buf_key = rs->ring.mr->rkey;
+		p->buf_length = rs->ring_size / 2;
+	}
 }
 
 /*
@@ -270,11 +324,10 @@ void rstream_conn_build_params(struct rstream_sock *rs,
  * out, so the peer cannot use our keys before they are valid.
  */
 int rstream_conn_start(struct rstream_sock *rs, struct rdma_cm_id *id)
-{	struct ib_reg_wr reg[RSTREAM_REG_WRS];
-	struct rstream_buf *bufs[RSTREAM_REG_WRS] = {
-		&rs->ring, &rs->sgl, &rs->sbuf
-	};
-	int i, err;
+{
+	struct rstream_buf *bufs[RSTREAM_REG_WRS] = { &rs->sgl };
+	bool rings = rs->ring.mr;
+	int err;
 
 	/* Again at INIT: the access flags come from the CM's exchange. */
 	err = rstream_qp_to(rs, id, IB_QPS_INIT);
@@ -285,30 +338,50 @@ int rstream_conn_start(struct rstream_sock *rs, struct rdma_cm_id *id)
 	if (err)
 		return err;
 
-	atomic_set(&rs->reg_pending, RSTREAM_REG_WRS);
-	rs->reg_status = 0;
-	reinit_completion(&rs->reg_done);
-	for (i = 0; i < RSTREAM_REG_WRS; i++) {
-		rstream_buf_reg_wr(bufs[i], &reg[i]);
-		reg[i].wr.wr_cqe = &rs->reg_cqe;
-		reg[i].wr.send_flags = IB_SEND_SIGNALED;
-		reg[i].wr.next = i + 1 < RSTREAM_REG_WRS ? &reg[i + 1].wr : NULL;
+	if (rings) {
+		bufs[1] = &rs->ring;
+		bufs[2] = &rs->sbuf;
 	}
-	err = ib_post_send(rs->qp, &reg[0].wr, NULL);
+	err = rstream_conn_register(rs, bufs, rings ? RSTREAM_REG_WRS : 1);
 	if (err)
 		return err;
-	if (!wait_for_completion_timeout(&rs->reg_done, RSTREAM_REG_TIMEOUT))
-		return -ETIMEDOUT;
-	if (rs->reg_status)
-		return rs->reg_status;
 
 	spin_lock_bh(&rs->lock);
-	rstream_rx_init(&rs->rx, rs->ring_size, rs->rq_size);
+	rstream_rx_init(&rs->rx, rs->ring_size, rs->rq_size, rings);
 	rstream_tx_init(&rs->tx, &rs->peer);
-	/* Our grants go to the peer's entries 1, 0, 1, ... */
-	rs->remote_sge = 1;
+	/*
+	 * Our grants go to the peer's entries 1, 0, 1, ... after a first
+	 * buffer in the private data; without one, to 0, 1, 0, ...
+	 */
+	rs->remote_sge = rings ? 1 : 0;
 	spin_unlock_bh(&rs->lock);
 	return 0;
+}
+
+/*
+ * A passive side's connection is established: allocate and register the
+ * rings it did not take while half-open.  Nothing posts before the
+ * connection reads as connected, so nothing uses them before this
+ * returns.  CM handler; the child is not yet in the accept queue.
+ */
+int rstream_conn_alloc_data(struct rstream_sock *rs)
+{
+	struct rstream_buf *bufs[] = { &rs->ring, &rs->sbuf };
+	struct mem_cgroup *old_memcg;
+	int err = -ENOTCONN;
+
+	mutex_lock(&rs->cm_lock);
+	/* A device removal may have freed the connection meanwhile. */
+	if (!test_bit(RSTREAM_F_VERBS, &rs->flags) || rs->ring.mr)
+		goto out;
+	old_memcg = set_active_memcg(rstream_memcg(&rs->sk));
+	err = rstream_conn_alloc_rings(rs);
+	set_active_memcg(old_memcg);
+	if (!err)
+		err = rstream_conn_register(rs, bufs, ARRAY_SIZE(bufs));
+out:
+	mutex_unlock(&rs->cm_lock);
+	return err;
 }
 
 /*

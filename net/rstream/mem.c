@@ -32,11 +32,47 @@
 #include "rstream.h"
 
 /*
- * Bytes charged per entry of the send, receive and completion queues: an
- * estimate of what the device keeps (soft-RoCE: about 260 bytes per send
- * entry with its inline room, 60 per receive and 64 per completion entry).
+ * What a device keeps for a queue: a power-of-two count of slots, one more
+ * than the entries asked for, of a power-of-two size of at least a cache
+ * line, behind a header, in whole pages.  That is how soft-RoCE allocates
+ * them (rxe_queue_init()), with its entries: a send entry's fixed part
+ * then room for its gather list or its inline bytes, whichever is larger;
+ * a receive entry's fixed part then its one scatter entry; a completion.
+ * The sizes are soft-RoCE's on the two kernels, which rstream_mem.sh checks
+ * against what it really allocates; other devices are charged the same.
  */
-#define RSTREAM_QUEUE_ENTRY_BYTES	128
+#define RSTREAM_DEV_SEND_WQE	208
+#define RSTREAM_DEV_RECV_WQE	40
+#define RSTREAM_DEV_SGE		16
+#define RSTREAM_DEV_CQE		72
+
+static size_t rstream_queue_bytes(u32 entries, u32 entry_bytes)
+{
+	entry_bytes = roundup_pow_of_two(max_t(u32, entry_bytes,
+					       L1_CACHE_BYTES));
+	return PAGE_SIZE + PAGE_ALIGN((size_t)roundup_pow_of_two(entries + 1) *
+				      entry_bytes);
+}
+
+/*
+ * Bytes the device keeps for a connection with @rs's sizes: its send,
+ * receive and completion queues, at the sizes asked for, which the device
+ * may cut (conn.c): an upper bound.  An inline size the device refuses is
+ * charged anyway.
+ */
+static size_t rstream_dev_bytes(const struct rstream_sock *rs)
+{
+	u32 sq = min_t(u32, rs->sq_size, RSTREAM_QP_MAX);
+	u32 rq = min_t(u32, rs->rq_size, RSTREAM_QP_MAX);
+	u32 send = RSTREAM_DEV_SEND_WQE +
+		   max_t(u32, 2 * RSTREAM_DEV_SGE, rs->inline_size);
+
+	return rstream_queue_bytes(rstream_conn_send_wrs(sq), send) +
+	       rstream_queue_bytes(rstream_conn_recv_wrs(rq),
+				   RSTREAM_DEV_RECV_WQE + RSTREAM_DEV_SGE) +
+	       rstream_queue_bytes(rstream_conn_cq_entries(sq, rq),
+				   RSTREAM_DEV_CQE);
+}
 
 /*
  * Room a memory cgroup must still have once a connection is charged to
@@ -69,18 +105,18 @@ static unsigned long rstream_mem_limit(void)
 }
 
 /*
- * Bytes a connection with @rs's sizes pins.  The queues are counted at the
- * sizes asked for, which the device may cut (conn.c): an upper bound.
+ * Bytes a connection with @rs's sizes pins: its target array and the
+ * device's queues from its request on, and its two rings (@rings) once it
+ * is established (conn.c).
  */
-static size_t rstream_conn_bytes(const struct rstream_sock *rs)
+static size_t rstream_conn_bytes(const struct rstream_sock *rs, bool rings)
 {
-	u32 sq = min_t(u32, rs->sq_size, RSTREAM_QP_MAX);
-	u32 rq = min_t(u32, rs->rq_size, RSTREAM_QP_MAX);
-	u32 entries = sq + rq + rstream_conn_cq_entries(sq, rq);
+	size_t bytes = PAGE_ALIGN(RSTREAM_SGL_BYTES) + rstream_dev_bytes(rs);
 
-	return PAGE_ALIGN(rs->ring_size) + PAGE_ALIGN(RSTREAM_SGL_BYTES) +
-	       PAGE_ALIGN(rs->sbuf_size + RSTREAM_CTRL_BYTES) +
-	       (size_t)entries * RSTREAM_QUEUE_ENTRY_BYTES;
+	if (rings)
+		bytes += PAGE_ALIGN(rs->ring_size) +
+			 PAGE_ALIGN(rs->sbuf_size + RSTREAM_CTRL_BYTES);
+	return bytes;
 }
 
 /* Bytes charged by every connection, for /proc/net/rstream/memory. */
@@ -89,37 +125,44 @@ static atomic_long_t rstream_mem_pinned = ATOMIC_LONG_INIT(0);
 /*
  * Charge the connection of @rs, whose sizes are fixed, before anything is
  * allocated: -ENOBUFS if it would go over rstream's limit or the socket's
- * memory cgroup's.  Sock lock held, or a child not yet visible.
+ * memory cgroup's.  Without @rings, what a half-open passive side holds:
+ * the rest comes with a second call once it is established, and must fit
+ * now as well, or the request is refused rather than reset later.  Sock
+ * lock held, or a child not yet visible.
  */
-int rstream_mem_charge(struct rstream_sock *rs)
+int rstream_mem_charge(struct rstream_sock *rs, bool rings)
 {
 	long limit = min_t(unsigned long, rstream_mem_limit(), LONG_MAX);
-	size_t bytes = rstream_conn_bytes(rs);
+	size_t bytes = rstream_conn_bytes(rs, rings);
+	size_t whole = rstream_conn_bytes(rs, true);
 	struct sock *sk = &rs->sk;
-	size_t room = 0;
-	int i;
+	size_t room = whole - bytes;
+	int i, pages;
 
-	if (rs->mem_charged)
+	/* What is charged already is in whole pages (sk_mem_pages()). */
+	if (rs->mem_charged >= bytes)
 		return 0;
+	bytes -= rs->mem_charged;
 	for (i = 0; i < ARRAY_SIZE(rstream_sysctl_mem); i++)
 		WRITE_ONCE(rstream_sysctl_mem[i], limit);
 	if (rstream_memcg(sk))
-		room = RSTREAM_MEMCG_HEADROOM;
+		room += RSTREAM_MEMCG_HEADROOM;
 	/*
 	 * Ring sizes are capped at 256 MiB and queues at 65534 entries.  The
-	 * headroom is charged with the rest, to the cgroup and to rstream's
-	 * total alike, and given back at once.
+	 * room (the rings to come, the headroom) is charged with the rest,
+	 * to the cgroup and to rstream's total alike, and given back at once.
 	 */
-	if (bytes > INT_MAX - room ||
+	if (bytes > INT_MAX - room - rs->mem_charged ||
 	    !__sk_mem_schedule(sk, bytes + room, SK_MEM_RECV))
 		return -ENOBUFS;
-	rs->mem_charged = sk_mem_pages(bytes) << PAGE_SHIFT;
-	atomic_long_add(rs->mem_charged, &rstream_mem_pinned);
+	pages = sk_mem_pages(bytes);
+	rs->mem_charged += pages << PAGE_SHIFT;
+	atomic_long_add(pages << PAGE_SHIFT, &rstream_mem_pinned);
 	WRITE_ONCE(sk->sk_forward_alloc,
-		   sk->sk_forward_alloc - rs->mem_charged);
+		   sk->sk_forward_alloc - (pages << PAGE_SHIFT));
 	if (room)
-		__sk_mem_reclaim(sk, (sk_mem_pages(bytes + room) -
-				      sk_mem_pages(bytes)) << PAGE_SHIFT);
+		__sk_mem_reclaim(sk, (sk_mem_pages(bytes + room) - pages) <<
+				 PAGE_SHIFT);
 	return 0;
 }
 

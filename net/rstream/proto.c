@@ -33,9 +33,13 @@ EXPORT_SYMBOL_IF_KUNIT(rstream_conn_data_build);
 
 /*
  * @data is what the peer sent: hostile until this returns 0.  On failure
- * *why says which rule was broken, for the log.
+ * *why says which rule was broken, for the log.  A @reply (the REP) may
+ * grant no first receive buffer: its sender grants it later, into our
+ * entry 0 (rstream's passive side does, conn.c).  A request may not: a
+ * passive rsocket makes its first grant into our entry 1, and our sends
+ * would wait for entry 0 for ever.
  */
-int rstream_conn_data_parse(const void *data, unsigned int len,
+int rstream_conn_data_parse(const void *data, unsigned int len, bool reply,
 			    struct rstream_conn_params *p, const char **why)
 {
 	struct rstream_conn_data cd;
@@ -57,7 +61,7 @@ int rstream_conn_data_parse(const void *data, unsigned int len,
 		*why = "target SGL is not two entries";
 		return -EPROTO;
 	}
-	if (!cd.data_buf_length ||
+	if ((!cd.data_buf_length && !reply) ||
 	    be32_to_cpu(cd.data_buf_length) > RSTREAM_IMM_DATA_MAX) {
 		*why = "first receive buffer length out of range";
 		return -EPROTO;
@@ -74,13 +78,17 @@ int rstream_conn_data_parse(const void *data, unsigned int len,
 }
 EXPORT_SYMBOL_IF_KUNIT(rstream_conn_data_parse);
 
-/* The first half of the ring goes to the peer in the private data. */
-void rstream_rx_init(struct rstream_rx_state *rx, u32 ring_size, u16 rq_size)
+/*
+ * @first_half_granted: the first half of the ring went to the peer in the
+ * private data; else nothing is granted yet and both halves are due.
+ */
+void rstream_rx_init(struct rstream_rx_state *rx, u32 ring_size, u16 rq_size,
+		     bool first_half_granted)
 {
 	memset(rx, 0, sizeof(*rx));
 	rx->ring_size = ring_size;
 	rx->rq_size = rq_size;
-	rx->granted = ring_size / 2;
+	rx->granted = first_half_granted ? ring_size / 2 : 0;
 	rx->rseq_comp = rq_size / 2;
 	rx->credit_limit = rq_size;
 }

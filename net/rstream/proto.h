@@ -81,7 +81,7 @@ struct rstream_conn_params {
 
 void rstream_conn_data_build(struct rstream_conn_data *cd,
 			     const struct rstream_conn_params *p);
-int rstream_conn_data_parse(const void *data, unsigned int len,
+int rstream_conn_data_parse(const void *data, unsigned int len, bool reply,
 			    struct rstream_conn_params *p, const char **why);
 
 static inline u32 rstream_imm(enum rstream_op op, u32 data)
@@ -123,7 +123,8 @@ enum rstream_rx_update {
 	RSTREAM_RX_GRANT,	/* credits and the free half of the ring */
 };
 
-void rstream_rx_init(struct rstream_rx_state *rx, u32 ring_size, u16 rq_size);
+void rstream_rx_init(struct rstream_rx_state *rx, u32 ring_size, u16 rq_size,
+		     bool first_half_granted);
 int rstream_rx_data(struct rstream_rx_state *rx, u32 len, u32 *ring_offset);
 void rstream_rx_consume(struct rstream_rx_state *rx, u32 bytes,
 			bool message_done);

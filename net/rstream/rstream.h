@@ -76,6 +76,7 @@ enum {
 	RSTREAM_F_SHUT_RECV,	/* the peer's SHUTDOWN arrived */
 	RSTREAM_F_TEARDOWN,	/* teardown work queued */
 	RSTREAM_F_UPDATES_HELD,	/* an update is due and waits for a slot */
+	RSTREAM_F_PEER_SPOKE,	/* a message of the peer's has arrived */
 };
 
 /* The completion queue's pollers (cq.c), in rstream_sock.cq_state. */
@@ -415,7 +416,7 @@ extern long rstream_sysctl_mem[3];
 extern int rstream_sysctl_rmem[3];
 extern int rstream_sysctl_wmem[3];
 
-int rstream_mem_charge(struct rstream_sock *rs);
+int rstream_mem_charge(struct rstream_sock *rs, bool rings);
 void rstream_mem_uncharge(struct rstream_sock *rs, bool final);
 const char *rstream_mem_limit_text(const struct rstream_sock *rs);
 void rstream_mem_show(struct seq_file *seq);
@@ -430,8 +431,12 @@ static inline struct mem_cgroup *rstream_memcg(const struct sock *sk)
 
 extern struct workqueue_struct *rstream_wq;
 
+u32 rstream_conn_send_wrs(u32 sq_size);
+u32 rstream_conn_recv_wrs(u32 rq_size);
 u32 rstream_conn_cq_entries(u32 sq_size, u32 rq_size);
-int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id);
+int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id,
+			bool rings);
+int rstream_conn_alloc_data(struct rstream_sock *rs);
 int rstream_conn_start(struct rstream_sock *rs, struct rdma_cm_id *id);
 void rstream_conn_destroy(struct rstream_sock *rs);
 void rstream_conn_stop(struct rstream_sock *rs);

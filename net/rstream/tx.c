@@ -139,6 +139,19 @@ void rstream_tx_updates_locked(struct rstream_sock *rs)
 			clear_bit(RSTREAM_F_UPDATES_HELD, &rs->flags);
 			return;
 		}
+		/*
+		 * A first grant into the peer's entry 0 (we sent no buffer
+		 * in the REP) waits for a message from the peer: an rsocket
+		 * peer copies the REP into that entry only after its RTU has
+		 * gone, and a grant that came before would be overwritten
+		 * with nothing.  Its first look at its completion queue
+		 * sends a grant, so it speaks as soon as it does anything;
+		 * the receive that shows it calls again (rx.c).
+		 */
+		if (kind == RSTREAM_RX_GRANT && !rs->grant_count &&
+		    !rs->remote_sge &&
+		    !test_bit(RSTREAM_F_PEER_SPOKE, &rs->flags))
+			return;
 		/* A control write's completion frees a slot (cq.c). */
 		if (!rstream_sq_room(rs, true)) {
 			set_bit(RSTREAM_F_UPDATES_HELD, &rs->flags);

@@ -164,7 +164,7 @@ static void rstream_conn_data_round_trip_test(struct kunit *test)
 		in.big_endian = IS_ENABLED(CONFIG_CPU_BIG_ENDIAN);
 		rstream_conn_data_build(&cd, &in);
 		memset(&out, 0, sizeof(out));
-		KUNIT_EXPECT_EQ_MSG(test, rstream_conn_data_parse(&cd, sizeof(cd),
+		KUNIT_EXPECT_EQ_MSG(test, rstream_conn_data_parse(&cd, sizeof(cd), false,
 								  &out, &why),
 				    0, "case %u", i);
 		rstream_expect_params_eq(test, &out, &in);
@@ -181,7 +181,7 @@ static void rstream_expect_parse_fails(struct kunit *test, const void *data,
 
 	memset(&p, 0x5a, sizeof(p));
 	memcpy(&untouched, &p, sizeof(p));
-	KUNIT_EXPECT_EQ_MSG(test, rstream_conn_data_parse(data, len, &p, &why),
+	KUNIT_EXPECT_EQ_MSG(test, rstream_conn_data_parse(data, len, false, &p, &why),
 			    err, "%s", what);
 	KUNIT_EXPECT_NOT_NULL_MSG(test, why, "%s", what);
 	if (why)
@@ -236,6 +236,31 @@ static void rstream_conn_data_parse_reject_test(struct kunit *test)
 }
 
 /*
+ * A reply may grant no first buffer (rstream's passive side grants it
+ * once established); a request may not, and an over-long one is refused
+ * in either.
+ */
+static void rstream_conn_data_parse_reply_test(struct kunit *test)
+{
+	struct rstream_conn_params p;
+	struct rstream_conn_data cd;
+	const char *why = NULL;
+
+	rstream_conn_data_build(&cd, &rstream_test_params);
+	cd.data_buf_length = 0;
+	KUNIT_EXPECT_EQ(test, rstream_conn_data_parse(&cd, sizeof(cd), false,
+						      &p, &why), -EPROTO);
+	memset(&p, 0x5a, sizeof(p));
+	KUNIT_EXPECT_EQ(test, rstream_conn_data_parse(&cd, sizeof(cd), true,
+						      &p, &why), 0);
+	KUNIT_EXPECT_EQ(test, p.buf_length, 0U);
+	KUNIT_EXPECT_EQ(test, p.sgl_key, rstream_test_params.sgl_key);
+	cd.data_buf_length = cpu_to_be32(0x20000000);
+	KUNIT_EXPECT_EQ(test, rstream_conn_data_parse(&cd, sizeof(cd), true,
+						      &p, &why), -EPROTO);
+}
+
+/*
  * IB's CM delivers 56 bytes of private data (and iWARP's may be longer),
  * at any alignment: only the first 40 count.
  */
@@ -251,7 +276,7 @@ static void rstream_conn_data_parse_long_test(struct kunit *test)
 		memset(buf, 0xee, sizeof(buf));
 		memcpy(buf + 1, rstream_test_wire, sizeof(rstream_test_wire));
 		memset(&p, 0, sizeof(p));
-		KUNIT_EXPECT_EQ_MSG(test, rstream_conn_data_parse(buf + 1, lens[i],
+		KUNIT_EXPECT_EQ_MSG(test, rstream_conn_data_parse(buf + 1, lens[i], false,
 								  &p, &why),
 				    0, "length %u", lens[i]);
 		KUNIT_EXPECT_FALSE(test, p.big_endian);
@@ -293,7 +318,7 @@ static void rstream_conn_data_parse_flags_test(struct kunit *test)
 		cd.flags = cases[i].flags;
 		memset(&p, 0, sizeof(p));
 		p.big_endian = !cases[i].big_endian;
-		KUNIT_EXPECT_EQ_MSG(test, rstream_conn_data_parse(&cd, sizeof(cd),
+		KUNIT_EXPECT_EQ_MSG(test, rstream_conn_data_parse(&cd, sizeof(cd), false,
 								  &p, &why),
 				    0, "flags %#x", cases[i].flags);
 		KUNIT_EXPECT_EQ_MSG(test, p.big_endian, cases[i].big_endian,
@@ -304,7 +329,7 @@ static void rstream_conn_data_parse_flags_test(struct kunit *test)
 	rstream_conn_data_build(&cd, &rstream_test_params);
 	memset(cd.reserved, 0xff, sizeof(cd.reserved));
 	cd.target_iomap_size = 0xff;
-	KUNIT_EXPECT_EQ(test, rstream_conn_data_parse(&cd, sizeof(cd), &p, &why),
+	KUNIT_EXPECT_EQ(test, rstream_conn_data_parse(&cd, sizeof(cd), false, &p, &why),
 			0);
 	KUNIT_EXPECT_EQ(test, p.buf_length, 0x1a2b3c4dU);
 }
@@ -397,7 +422,7 @@ static void rstream_rx_init_test(struct kunit *test)
 	u32 off = 0xdead;
 
 	memset(&rx, 0xa5, sizeof(rx));
-	rstream_rx_init(&rx, 4096, 384);
+	rstream_rx_init(&rx, 4096, 384, true);
 	KUNIT_EXPECT_EQ(test, rx.ring_size, 4096U);
 	KUNIT_EXPECT_EQ(test, rx.rq_size, 384);
 	KUNIT_EXPECT_EQ(test, rx.written, 0ULL);
@@ -417,11 +442,35 @@ static void rstream_rx_init_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, rx.credit_limit, 384);
 	KUNIT_EXPECT_EQ(test, rstream_rx_update_due(&rx), RSTREAM_RX_NONE);
 
-	rstream_rx_init(&rx, SZ_1M, 16);
+	rstream_rx_init(&rx, SZ_1M, 16, true);
 	KUNIT_EXPECT_EQ(test, rx.granted, (u64)SZ_512K);
 	KUNIT_EXPECT_EQ(test, rx.rseq_comp, 8);
 	KUNIT_EXPECT_EQ(test, rx.credit_limit, 16);
 	KUNIT_EXPECT_EQ(test, rstream_rx_update_due(&rx), RSTREAM_RX_GRANT);
+}
+
+/* Nothing in the private data: both halves are due, half 0 before half 1. */
+static void rstream_rx_init_deferred_test(struct kunit *test)
+{
+	struct rstream_rx_state rx;
+	u32 off = 0xdead, at;
+
+	memset(&rx, 0xa5, sizeof(rx));
+	rstream_rx_init(&rx, 4096, 384, false);
+	KUNIT_EXPECT_EQ(test, rx.granted, 0ULL);
+	KUNIT_EXPECT_EQ(test, rx.credit_limit, 384);
+	/* Nothing may be written before a grant. */
+	KUNIT_EXPECT_EQ(test, rstream_rx_data(&rx, 1, &at), -EPROTO);
+	KUNIT_EXPECT_EQ(test, rstream_rx_update_due(&rx), RSTREAM_RX_GRANT);
+	rstream_rx_update_sent(&rx, RSTREAM_RX_GRANT, &off);
+	KUNIT_EXPECT_EQ(test, off, 0U);
+	KUNIT_EXPECT_EQ(test, rstream_rx_update_due(&rx), RSTREAM_RX_GRANT);
+	rstream_rx_update_sent(&rx, RSTREAM_RX_GRANT, &off);
+	KUNIT_EXPECT_EQ(test, off, 2048U);
+	KUNIT_EXPECT_EQ(test, rx.granted, 4096ULL);
+	KUNIT_EXPECT_EQ(test, rstream_rx_update_due(&rx), RSTREAM_RX_NONE);
+	KUNIT_EXPECT_EQ(test, rstream_rx_data(&rx, 2048, &at), 0);
+	KUNIT_EXPECT_EQ(test, at, 0U);
 }
 
 /* Before the second half is granted only the first may be written. */
@@ -430,7 +479,7 @@ static void rstream_rx_data_first_half_test(struct kunit *test)
 	struct rstream_rx_state rx;
 	u32 off;
 
-	rstream_rx_init(&rx, 4096, 384);
+	rstream_rx_init(&rx, 4096, 384, true);
 	off = 0xdead;
 	KUNIT_EXPECT_EQ(test, rstream_rx_data(&rx, 0, &off), -EPROTO);
 	KUNIT_EXPECT_EQ(test, rstream_rx_data(&rx, 2049, &off), -EPROTO);
@@ -473,7 +522,7 @@ static void rstream_rx_data_half_boundary_test(struct kunit *test)
 	struct rstream_rx_state rx;
 	u32 off;
 
-	rstream_rx_init(&rx, 4096, 384);
+	rstream_rx_init(&rx, 4096, 384, true);
 	rstream_rx_update_sent(&rx, RSTREAM_RX_GRANT, &off);
 	KUNIT_ASSERT_EQ(test, rx.granted, 4096ULL);
 
@@ -508,7 +557,7 @@ static void rstream_rx_data_credits_test(struct kunit *test)
 	struct rstream_rx_state rx;
 	u32 off, i;
 
-	rstream_rx_init(&rx, SZ_1M, 16);
+	rstream_rx_init(&rx, SZ_1M, 16, true);
 	KUNIT_EXPECT_EQ(test, rstream_rx_update_sent(&rx, RSTREAM_RX_GRANT, &off),
 			16);
 	KUNIT_EXPECT_EQ(test, off, (u32)SZ_512K);
@@ -546,7 +595,7 @@ static void rstream_rx_credit_only_test(struct kunit *test)
 	struct rstream_rx_state rx;
 	u32 off, i;
 
-	rstream_rx_init(&rx, SZ_1M, 16);
+	rstream_rx_init(&rx, SZ_1M, 16, true);
 	rstream_rx_update_sent(&rx, RSTREAM_RX_GRANT, &off);
 	KUNIT_ASSERT_EQ(test, rx.granted, (u64)SZ_1M);
 	KUNIT_EXPECT_EQ(test, rstream_rx_update_due(&rx), RSTREAM_RX_NONE);
@@ -595,7 +644,7 @@ static void rstream_rx_ring_cycles_test(struct kunit *test)
 	struct rstream_rx_state rx;
 	u32 off, lap;
 
-	rstream_rx_init(&rx, 4096, 384);
+	rstream_rx_init(&rx, 4096, 384, true);
 	KUNIT_ASSERT_EQ(test, rstream_rx_update_due(&rx), RSTREAM_RX_GRANT);
 	rstream_rx_update_sent(&rx, RSTREAM_RX_GRANT, &off);
 	KUNIT_ASSERT_EQ(test, off, 2048U);
@@ -929,8 +978,13 @@ static void rstream_sim_updates(struct kunit *test, struct rstream_sim *s)
 	KUNIT_ASSERT_EQ(test, rstream_rx_update_due(&s->rx), RSTREAM_RX_NONE);
 }
 
+/*
+ * @deferred: the reader's private data grants no first buffer, as
+ * rstream's passive side sends it: both halves go as grants, to entries
+ * 0 and 1.
+ */
 static void rstream_sim_init(struct kunit *test, struct rstream_sim *s,
-			     u32 ring_size, u16 rq_size)
+			     u32 ring_size, u16 rq_size, bool deferred)
 {
 	struct rstream_conn_params reader = {
 		.big_endian = IS_ENABLED(CONFIG_CPU_BIG_ENDIAN),
@@ -939,7 +993,7 @@ static void rstream_sim_init(struct kunit *test, struct rstream_sim *s,
 		.sgl_key = 0x1234,
 		.buf_addr = RSTREAM_SIM_BASE,
 		.buf_key = RSTREAM_SIM_KEY,
-		.buf_length = ring_size / 2,
+		.buf_length = deferred ? 0 : ring_size / 2,
 	};
 	struct rstream_conn_params seen;
 	struct rstream_conn_data cd;
@@ -948,14 +1002,14 @@ static void rstream_sim_init(struct kunit *test, struct rstream_sim *s,
 	KUNIT_ASSERT_LE(test, rq_size, RSTREAM_SIM_QUEUE);
 	memset(s, 0, sizeof(*s));
 	rstream_conn_data_build(&cd, &reader);
-	KUNIT_ASSERT_EQ(test, rstream_conn_data_parse(&cd, sizeof(cd), &seen,
-						      &why), 0);
+	KUNIT_ASSERT_EQ(test, rstream_conn_data_parse(&cd, sizeof(cd), true,
+						      &seen, &why), 0);
 	rstream_tx_init(&s->tx, &seen);
-	rstream_rx_init(&s->rx, ring_size, rq_size);
-	s->remote_sge = 1;
+	rstream_rx_init(&s->rx, ring_size, rq_size, !deferred);
+	s->remote_sge = deferred ? 0 : 1;
 	s->last_seq = rq_size;
 	rstream_sim_updates(test, s);
-	KUNIT_ASSERT_EQ(test, s->grants, 1U);
+	KUNIT_ASSERT_EQ(test, s->grants, deferred ? 2U : 1U);
 }
 
 /* The writer sends up to @want bytes: returns how many, 0 if blocked. */
@@ -1033,13 +1087,13 @@ static u32 rstream_lcg(u32 *x)
  * every message is accepted, lands where the writer aimed it, and neither
  * side ever waits for the other for ever.
  */
-static void rstream_proto_simulation_test(struct kunit *test)
+static void rstream_proto_simulation_run(struct kunit *test, bool deferred)
 {
 	struct rstream_sim s;
 	u32 x = 1, r, want;
 	bool write;
 
-	rstream_sim_init(test, &s, 4096, 16);
+	rstream_sim_init(test, &s, 4096, 16, deferred);
 	while (s.sent < SZ_1M) {
 		r = rstream_lcg(&x);
 		want = r & 0x100 ? 1 + r % 64 : 1 + (r >> 9) % 3000;
@@ -1060,12 +1114,23 @@ static void rstream_proto_simulation_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, s.rx.written, (u64)SZ_1M);
 	KUNIT_EXPECT_EQ(test, s.rx.consumed, (u64)SZ_1M);
 	KUNIT_EXPECT_EQ(test, s.rx.granted, (u64)SZ_1M + 4096);
-	KUNIT_EXPECT_EQ(test, s.grants, 1U + SZ_1M / 2048);
+	KUNIT_EXPECT_EQ(test, s.grants, (deferred ? 2U : 1U) + SZ_1M / 2048);
 	KUNIT_EXPECT_EQ(test, s.rx.msgs_in, (u16)s.msgs);
 	KUNIT_EXPECT_EQ(test, s.rx.rseq_no, (u16)s.msgs);
 	KUNIT_EXPECT_EQ(test, s.tx.sseq_no, (u16)s.msgs);
 	KUNIT_EXPECT_GT(test, s.credits, 0U);
 	KUNIT_EXPECT_TRUE(test, rstream_tx_has_credit(&s.tx));
+}
+
+static void rstream_proto_simulation_test(struct kunit *test)
+{
+	rstream_proto_simulation_run(test, false);
+}
+
+/* The same when the reader's first half came as a grant (conn.c). */
+static void rstream_proto_simulation_deferred_test(struct kunit *test)
+{
+	rstream_proto_simulation_run(test, true);
 }
 
 /*
@@ -1078,7 +1143,7 @@ static void rstream_proto_seq_wrap_test(struct kunit *test)
 	const u32 total = 70000;	/* a multiple of 8 */
 	struct rstream_sim s;
 
-	rstream_sim_init(test, &s, 4096, 16);
+	rstream_sim_init(test, &s, 4096, 16, false);
 	while (s.msgs < total) {
 		while (s.msgs < total && rstream_sim_write(test, &s, 1))
 			;
@@ -1227,11 +1292,13 @@ static struct kunit_case rstream_proto_test_cases[] = {
 	KUNIT_CASE(rstream_conn_data_build_test),
 	KUNIT_CASE(rstream_conn_data_round_trip_test),
 	KUNIT_CASE(rstream_conn_data_parse_reject_test),
+	KUNIT_CASE(rstream_conn_data_parse_reply_test),
 	KUNIT_CASE(rstream_conn_data_parse_long_test),
 	KUNIT_CASE(rstream_conn_data_parse_flags_test),
 	KUNIT_CASE(rstream_imm_constants_test),
 	KUNIT_CASE(rstream_imm_fields_test),
 	KUNIT_CASE(rstream_rx_init_test),
+	KUNIT_CASE(rstream_rx_init_deferred_test),
 	KUNIT_CASE(rstream_rx_data_first_half_test),
 	KUNIT_CASE(rstream_rx_data_half_boundary_test),
 	KUNIT_CASE(rstream_rx_data_credits_test),
@@ -1244,6 +1311,7 @@ static struct kunit_case rstream_proto_test_cases[] = {
 	KUNIT_CASE(rstream_wire_sge_read_race_test),
 	KUNIT_CASE(rstream_tx_credit_update_test),
 	KUNIT_CASE(rstream_proto_simulation_test),
+	KUNIT_CASE(rstream_proto_simulation_deferred_test),
 	KUNIT_CASE(rstream_proto_seq_wrap_test),
 	KUNIT_CASE(rstream_sq_ring_wrap_test),
 	{}

@@ -20,6 +20,9 @@ cleanup() {
 	[ -n "$FILL" ] && kill "$FILL" 2>/dev/null
 	wait 2>/dev/null
 	echo 0 > "$PARAMS/mem_limit"
+	echo 64 > "$PARAMS/sqsize_default"
+	echo 128 > "$PARAMS/rqsize_default"
+	echo 64 > "$PARAMS/inline_default"
 	[ -d $CG_TEST ] && rmdir $CG_TEST 2>/dev/null
 }
 trap cleanup EXIT
@@ -83,6 +86,52 @@ charged_and_given_back() {
 		die "20 connections added only $((held - before)) pages"
 	[ $((after - before)) -le $SLACK ] && [ $((before - after)) -le $SLACK ] ||
 		die "$((after - before)) pages stayed charged"
+}
+
+# Pages soft-RoCE holds in its queues (rxe_queue_init()'s vmalloc areas).
+rxe_queue_pages() {
+	awk '/ rxe_queue_init\+/ { for (i = 1; i <= NF; i++)
+		if ($i ~ /^pages=/) { sub(/pages=/, "", $i); n += $i } }
+	     END { print n + 0 }' /proc/vmallocinfo
+}
+
+bytes_pinned() {
+	awk '$1 == "pinned" { print $2 }' /proc/net/rstream/memory
+}
+
+# What a connection is charged for the device's queues covers what the
+# device really keeps for them, measured here on soft-RoCE, at the
+# default sizes and with the largest inline size and queues asked for
+# (before, an estimate of 128 bytes an entry charged a third of it).
+device_queues_charged() {
+	for sizes in "64 128 64" "1024 1024 256"; do
+		set -- $sizes
+		echo "$1" > "$PARAMS/sqsize_default"
+		echo "$2" > "$PARAMS/rqsize_default"
+		echo "$3" > "$PARAMS/inline_default"
+		wait_released
+		q0=$(rxe_queue_pages)
+		p0=$(bytes_pinned)
+		start serve serve,"$ADDR4",20307
+		wait_line serve "listening"
+		start fill fill,"$ADDR4",20307,10 pause
+		wait_line fill "^pause"
+		grep -q "fill: 10 made$" $OUT.fill || die "$(cat $OUT.fill)"
+		q=$(( ($(rxe_queue_pages) - q0) * 4096 / 20 ))
+		# Less each socket's rings (128 KiB each, the staging one a
+		# page more for grants) and its target array's page.
+		c=$(( ($(bytes_pinned) - p0) / 20 - (32 + 33 + 1) * 4096 ))
+		stop "$FILL"
+		stop "$SERVE"
+		echo "sq $1 rq $2 inline $3: the device keeps $q bytes a socket, charged $c"
+		[ "$q" -gt 0 ] || die "no rxe_queue_init areas in /proc/vmallocinfo"
+		[ "$c" -ge "$q" ] || die "charged $c bytes for $q the device keeps"
+		[ "$c" -le $((2 * q)) ] || die "charged $c bytes for $q: over twice"
+	done
+	echo 64 > "$PARAMS/sqsize_default"
+	echo 128 > "$PARAMS/rqsize_default"
+	echo 64 > "$PARAMS/inline_default"
+	wait_released
 }
 
 # fill_refused <limit text> <pattern of the refusal>: connect until
@@ -178,5 +227,6 @@ cgroup_refuses_accepted_connections() {
 	cgroup_release
 }
 
-run_tests charged_and_given_back limit_refuses_with_enobufs \
+run_tests charged_and_given_back device_queues_charged \
+	limit_refuses_with_enobufs \
 	cgroup_refuses_connect cgroup_refuses_accepted_connections
