@@ -154,7 +154,9 @@ static void rstream_fallback_sync(struct rstream_sock *rs)
  * rest when a SOL_SOCKET option changed one since (the core sets them on
  * the AF_RSTREAM socket, after the connection too: rstream(1) and
  * rdma-core's rstream size an accepted socket's buffers after accept()).
- * Process context, no sock lock held.
+ * sk_reuseport is a bit-field, read without READ_ONCE(): the core clears
+ * it on our socket (SO_REUSEPORT 0), and a stale read syncs on the next
+ * call.  Process context, no sock lock held.
  */
 static void rstream_fallback_sync_fast(struct rstream_sock *rs)
 {
@@ -169,6 +171,7 @@ static void rstream_fallback_sync_fast(struct rstream_sock *rs)
 		     READ_ONCE(sk->sk_bound_dev_if) ||
 		     READ_ONCE(tsk->sk_max_pacing_rate) !=
 		     READ_ONCE(sk->sk_max_pacing_rate) ||
+		     tsk->sk_reuseport != sk->sk_reuseport ||
 		     rstream_fallback_buf_differs(sk, tsk, SOCK_SNDBUF_LOCK) ||
 		     rstream_fallback_buf_differs(sk, tsk, SOCK_RCVBUF_LOCK)))
 		rstream_fallback_sync(rs);
@@ -653,6 +656,40 @@ void rstream_fallback_splice_eof(struct rstream_sock *rs)
 		rs->tcp->ops->splice_eof(rs->tcp);
 }
 #endif
+
+/*
+ * RSTREAM_REUSEPORT: SO_REUSEPORT for a transparent socket, which the
+ * socket core refuses to any family but TCP's.  rdma_cm gives a port to
+ * one listener only, so a shared port is TCP's alone: set before connect()
+ * or listen(), the option pins the socket to TCP, as RSTREAM_PATH_TCP
+ * does.  The flag is kept on the AF_RSTREAM socket, where SOL_SOCKET's
+ * SO_REUSEPORT reads it and from where rstream_fallback_sync() gives it to
+ * TCP before TCP binds, listens or connects; it is given now too, so a
+ * socket bound already is TCP's as a TCP socket's would be.  Once the
+ * socket is on TCP alone it changes at any time, as TCP's does (later
+ * binds see it); while the socket listens or is connected over RDMA,
+ * setting it would take RDMA away from it: EINVAL.  Clearing it gives no
+ * path back (RSTREAM_PATH does).  Sock lock held, process context.
+ */
+int rstream_fallback_reuseport(struct rstream_sock *rs, bool on)
+{
+	struct sock *sk = &rs->sk;
+	bool chosen;
+
+	if (!rstream_transparent(rs))
+		return -EOPNOTSUPP;
+	chosen = sk->sk_state != TCP_CLOSE || rs->on_tcp ||
+		 sk->sk_socket->state != SS_UNCONNECTED;
+	if (on && chosen && rstream_paths(rs) != RSTREAM_PATH_TCP)
+		return -EINVAL;
+	if (on && !chosen)
+		WRITE_ONCE(rs->paths, RSTREAM_PATH_TCP);
+	sk->sk_reuseport = on;
+	/* A child accepted over RDMA has no TCP socket to tell. */
+	if (rs->tcp)
+		rstream_fallback_sync(rs);
+	return 0;
+}
 
 /*
  * SO_KEEPALIVE was set on the AF_RSTREAM socket (its sock lock held, by

@@ -95,6 +95,20 @@
  */
 #define RSTREAM_INFO		0x1004
 
+/*
+ * RSTREAM_REUSEPORT (int): SO_REUSEPORT for a transparent socket, whose
+ * family the socket core refuses it to.  Listeners cannot share a port
+ * over RDMA (rdma_cm gives a port to one listener), so setting it, before
+ * connect() or listen(), also pins the socket to RSTREAM_PATH_TCP; its TCP
+ * socket then takes SO_REUSEPORT with TCP's meaning: several listeners of
+ * one user bound to one port share its clients.  Clearing it does not
+ * give RDMA back (RSTREAM_PATH does).  Once the socket is on TCP alone it
+ * may be changed as TCP's may; while it may use RDMA, setting it after
+ * connect() or listen() fails with EINVAL.  Reads back as SOL_SOCKET's
+ * SO_REUSEPORT does.  EOPNOTSUPP on a socket that is not transparent.
+ */
+#define RSTREAM_REUSEPORT	0x1005
+
 struct rstream_info {
 	char	ri_device[64];		/* the RDMA device, as ibv_devices names it */
 	__u32	ri_port;		/* its port */
