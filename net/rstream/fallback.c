@@ -659,32 +659,21 @@ void rstream_fallback_splice_eof(struct rstream_sock *rs)
 
 /*
  * RSTREAM_REUSEPORT: SO_REUSEPORT for a transparent socket, which the
- * socket core refuses to any family but TCP's.  rdma_cm gives a port to
- * one listener only, so a shared port is TCP's alone: set before connect()
- * or listen(), the option pins the socket to TCP, as RSTREAM_PATH_TCP
- * does.  The flag is kept on the AF_RSTREAM socket, where SOL_SOCKET's
- * SO_REUSEPORT reads it and from where rstream_fallback_sync() gives it to
- * TCP before TCP binds, listens or connects; it is given now too, so a
- * socket bound already is TCP's as a TCP socket's would be.  Once the
- * socket is on TCP alone it changes at any time, as TCP's does (later
- * binds see it); while the socket listens or is connected over RDMA,
- * setting it would take RDMA away from it: EINVAL.  Clearing it gives no
- * path back (RSTREAM_PATH does).  Sock lock held, process context.
+ * socket core refuses to any family but TCP's.  It is TCP's option: the
+ * flag is kept on the AF_RSTREAM socket, where SOL_SOCKET's SO_REUSEPORT
+ * reads it and from where rstream_fallback_sync() gives it to TCP before
+ * TCP binds, listens or connects; it is given now too, so that it counts
+ * at once, as on a TCP socket, whatever the socket's state.  Nothing of
+ * RDMA's changes: rdma_cm gives a port to one listener only, so of the
+ * listeners that share a TCP port the first to listen also listens on
+ * RDMA and the others, whose rdma_listen() fails, on TCP alone
+ * (rstream_listen()).  Sock lock held, process context.
  */
 int rstream_fallback_reuseport(struct rstream_sock *rs, bool on)
 {
-	struct sock *sk = &rs->sk;
-	bool chosen;
-
 	if (!rstream_transparent(rs))
 		return -EOPNOTSUPP;
-	chosen = sk->sk_state != TCP_CLOSE || rs->on_tcp ||
-		 sk->sk_socket->state != SS_UNCONNECTED;
-	if (on && chosen && rstream_paths(rs) != RSTREAM_PATH_TCP)
-		return -EINVAL;
-	if (on && !chosen)
-		WRITE_ONCE(rs->paths, RSTREAM_PATH_TCP);
-	sk->sk_reuseport = on;
+	rs->sk.sk_reuseport = on;
 	/* A child accepted over RDMA has no TCP socket to tell. */
 	if (rs->tcp)
 		rstream_fallback_sync(rs);

@@ -21,7 +21,7 @@
  * says which paths a transparent socket may take or took, RSTREAM_FALLBACK
  * why it took TCP (fallback.c); RSTREAM_CONNECT_TIMEOUT how long
  * connect() waits for RDMA; RSTREAM_REUSEPORT is SO_REUSEPORT for a
- * transparent socket, which it pins to TCP (fallback.c).  Process context.
+ * transparent socket (fallback.c).  Process context.
  */
 #include <linux/in6.h>
 #include <linux/ipv6.h>
@@ -45,9 +45,6 @@ static int rstream_set_paths(struct rstream_sock *rs, u32 val)
 		return val == RSTREAM_PATH_RDMA && rs->paths == val ? 0 : -EINVAL;
 	if (rs->sk.sk_state != TCP_CLOSE || rs->on_tcp ||
 	    rs->sk.sk_socket->state != SS_UNCONNECTED)
-		return -EINVAL;
-	/* A port shared by RSTREAM_REUSEPORT is TCP's alone. */
-	if ((val & RSTREAM_PATH_RDMA) && rs->sk.sk_reuseport)
 		return -EINVAL;
 	WRITE_ONCE(rs->paths, val);
 	return 0;

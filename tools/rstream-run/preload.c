@@ -17,10 +17,9 @@
  * connect() pins it to RDMA.
  *
  * The socket core refuses SO_REUSEPORT to AF_RSTREAM sockets: setsockopt()
- * makes it rstream's RSTREAM_REUSEPORT, which a transparent socket takes
- * by staying on TCP, where listeners can share a port (rdma_cm cannot).
- * Reading SO_REUSEPORT needs nothing: the kernel keeps it where the core
- * reads it.
+ * makes it rstream's RSTREAM_REUSEPORT, TCP's SO_REUSEPORT on a transparent
+ * socket (over RDMA, rdma_cm gives a port to one listener).  Reading
+ * SO_REUSEPORT needs nothing: the kernel keeps it where the core reads it.
  *
  * The configuration is read once, when the library is loaded; after that
  * the wrappers take no lock and allocate nothing, so they are as
@@ -488,10 +487,6 @@ int listen(int fd, int backlog)
 	else if (path == RSTREAM_PATH_TCP && why > 0)
 		say("%s on port %d: TCP (%s)", __func__, bound_port(fd),
 		    strerror(why));
-	else if (path == RSTREAM_PATH_TCP &&
-		 rdma_opt(fd, RSTREAM_REUSEPORT) > 0)
-		say("%s on port %d: TCP (SO_REUSEPORT)", __func__,
-		    bound_port(fd));
 	else if (path == RSTREAM_PATH_TCP)
 		say("%s on port %d: TCP (not converted)", __func__,
 		    bound_port(fd));

@@ -97,15 +97,14 @@
 
 /*
  * RSTREAM_REUSEPORT (int): SO_REUSEPORT for a transparent socket, whose
- * family the socket core refuses it to.  Listeners cannot share a port
- * over RDMA (rdma_cm gives a port to one listener), so setting it, before
- * connect() or listen(), also pins the socket to RSTREAM_PATH_TCP; its TCP
- * socket then takes SO_REUSEPORT with TCP's meaning: several listeners of
- * one user bound to one port share its clients.  Clearing it does not
- * give RDMA back (RSTREAM_PATH does).  Once the socket is on TCP alone it
- * may be changed as TCP's may; while it may use RDMA, setting it after
- * connect() or listen() fails with EINVAL.  Reads back as SOL_SOCKET's
- * SO_REUSEPORT does.  EOPNOTSUPP on a socket that is not transparent.
+ * family the socket core refuses it to.  It sets SO_REUSEPORT on the TCP
+ * socket, with TCP's meaning and rules: several listeners of one user
+ * bound to one port share its TCP clients.  They cannot share it over
+ * RDMA (rdma_cm gives a port to one listener): the first of them to
+ * listen also listens on RDMA and takes every RDMA client, the others
+ * listen on TCP alone (RSTREAM_FALLBACK reads EADDRINUSE).  Reads back as
+ * SOL_SOCKET's SO_REUSEPORT does.  EOPNOTSUPP on a socket that is not
+ * transparent.
  */
 #define RSTREAM_REUSEPORT	0x1005
 
