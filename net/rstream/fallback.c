@@ -154,7 +154,9 @@ static void rstream_fallback_sync(struct rstream_sock *rs)
  * rest when a SOL_SOCKET option changed one since (the core sets them on
  * the AF_RSTREAM socket, after the connection too: rstream(1) and
  * rdma-core's rstream size an accepted socket's buffers after accept()).
- * Process context, no sock lock held.
+ * sk_reuseport is a bit-field, read without READ_ONCE(): the core clears
+ * it on our socket (SO_REUSEPORT 0), and a stale read syncs on the next
+ * call.  Process context, no sock lock held.
  */
 static void rstream_fallback_sync_fast(struct rstream_sock *rs)
 {
@@ -169,6 +171,7 @@ static void rstream_fallback_sync_fast(struct rstream_sock *rs)
 		     READ_ONCE(sk->sk_bound_dev_if) ||
 		     READ_ONCE(tsk->sk_max_pacing_rate) !=
 		     READ_ONCE(sk->sk_max_pacing_rate) ||
+		     tsk->sk_reuseport != sk->sk_reuseport ||
 		     rstream_fallback_buf_differs(sk, tsk, SOCK_SNDBUF_LOCK) ||
 		     rstream_fallback_buf_differs(sk, tsk, SOCK_RCVBUF_LOCK)))
 		rstream_fallback_sync(rs);
@@ -653,6 +656,29 @@ void rstream_fallback_splice_eof(struct rstream_sock *rs)
 		rs->tcp->ops->splice_eof(rs->tcp);
 }
 #endif
+
+/*
+ * RSTREAM_REUSEPORT: SO_REUSEPORT for a transparent socket, which the
+ * socket core refuses to any family but TCP's.  It is TCP's option: the
+ * flag is kept on the AF_RSTREAM socket, where SOL_SOCKET's SO_REUSEPORT
+ * reads it and from where rstream_fallback_sync() gives it to TCP before
+ * TCP binds, listens or connects; it is given now too, so that it counts
+ * at once, as on a TCP socket, whatever the socket's state.  Nothing of
+ * RDMA's changes: rdma_cm gives a port to one listener only, so of the
+ * listeners that share a TCP port the first to listen also listens on
+ * RDMA and the others, whose rdma_listen() fails, on TCP alone
+ * (rstream_listen()).  Sock lock held, process context.
+ */
+int rstream_fallback_reuseport(struct rstream_sock *rs, bool on)
+{
+	if (!rstream_transparent(rs))
+		return -EOPNOTSUPP;
+	rs->sk.sk_reuseport = on;
+	/* A child accepted over RDMA has no TCP socket to tell. */
+	if (rs->tcp)
+		rstream_fallback_sync(rs);
+	return 0;
+}
 
 /*
  * SO_KEEPALIVE was set on the AF_RSTREAM socket (its sock lock held, by

@@ -20,7 +20,8 @@
  * listen the caller's TCP listener to take clients from too; RSTREAM_PATH
  * says which paths a transparent socket may take or took, RSTREAM_FALLBACK
  * why it took TCP (fallback.c); RSTREAM_CONNECT_TIMEOUT how long
- * connect() waits for RDMA.  Process context.
+ * connect() waits for RDMA; RSTREAM_REUSEPORT is SO_REUSEPORT for a
+ * transparent socket (fallback.c).  Process context.
  */
 #include <linux/in6.h>
 #include <linux/ipv6.h>
@@ -63,6 +64,8 @@ static int rstream_set_rdma(struct rstream_sock *rs, int optname, u32 val)
 			return -EINVAL;
 		rs->connect_timeout = msecs_to_jiffies(val);
 		return 0;
+	case RSTREAM_REUSEPORT:
+		return rstream_fallback_reuseport(rs, !!val);
 	case RSTREAM_FALLBACK:
 	case RSTREAM_INFO:
 		return -EINVAL;		/* read only */
@@ -330,6 +333,9 @@ int rstream_rdma_getsockopt(struct socket *sock, int level, int optname,
 			break;
 		case RSTREAM_CONNECT_TIMEOUT:
 			val = jiffies_to_msecs(rs->connect_timeout);
+			break;
+		case RSTREAM_REUSEPORT:
+			val = sk->sk_reuseport;
 			break;
 		case RDMA_ROUTE:
 			release_sock(sk);

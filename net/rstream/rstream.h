@@ -532,6 +532,7 @@ int rstream_fallback_recvmsg(struct rstream_sock *rs, struct msghdr *msg,
 			     size_t len, int flags);
 void rstream_fallback_splice_eof(struct rstream_sock *rs);
 void rstream_fallback_keepalive(struct rstream_sock *rs, int val);
+int rstream_fallback_reuseport(struct rstream_sock *rs, bool on);
 int rstream_fallback_attach(struct rstream_sock *rs, int fd);
 bool rstream_fallback_accept_ready(struct rstream_sock *rs);
 struct socket *rstream_fallback_accept(struct rstream_sock *rs);

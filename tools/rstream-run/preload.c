@@ -16,6 +16,11 @@
  * the socket to TCP (RSTREAM_PATH) before the call goes on.  With -n,
  * connect() pins it to RDMA.
  *
+ * The socket core refuses SO_REUSEPORT to AF_RSTREAM sockets: setsockopt()
+ * makes it rstream's RSTREAM_REUSEPORT, TCP's SO_REUSEPORT on a transparent
+ * socket (over RDMA, rdma_cm gives a port to one listener).  Reading
+ * SO_REUSEPORT needs nothing: the kernel keeps it where the core reads it.
+ *
  * The configuration is read once, when the library is loaded; after that
  * the wrappers take no lock and allocate nothing, so they are as
  * async-signal-safe and fork-safe as the calls they wrap.  Only -v's
@@ -64,6 +69,7 @@ static int (*real_socket)(int, int, int);
 static int (*real_connect)(int, const struct sockaddr *, socklen_t);
 static int (*real_listen)(int, int);
 static int (*real_getsockopt)(int, int, int, void *, socklen_t *);
+static int (*real_setsockopt)(int, int, int, const void *, socklen_t);
 
 static struct {
 	bool off;
@@ -244,6 +250,7 @@ static void init(void)
 	real_connect = dlsym(RTLD_NEXT, "connect");
 	real_listen = dlsym(RTLD_NEXT, "listen");
 	real_getsockopt = dlsym(RTLD_NEXT, "getsockopt");
+	real_setsockopt = dlsym(RTLD_NEXT, "setsockopt");
 
 	v = getenv("RSTREAM_RUN");
 	cfg.off = v && !strcmp(v, "0");
@@ -295,6 +302,14 @@ static int sys_getsockopt(int fd, int level, int name, void *val,
 	return syscall(SYS_getsockopt, fd, level, name, val, len);
 }
 
+static int sys_setsockopt(int fd, int level, int name, const void *val,
+			  socklen_t len)
+{
+	if (real_setsockopt)
+		return real_setsockopt(fd, level, name, val, len);
+	return syscall(SYS_setsockopt, fd, level, name, val, len);
+}
+
 /* An int option of ours on @fd; -1 if it has none (not an AF_RSTREAM socket). */
 static int rdma_opt(int fd, int name)
 {
@@ -309,7 +324,7 @@ static void set_rdma_opt(int fd, int name, int val)
 {
 	int err = errno;
 
-	setsockopt(fd, SOL_RDMA, name, &val, sizeof(val));
+	sys_setsockopt(fd, SOL_RDMA, name, &val, sizeof(val));
 	errno = err;
 }
 
@@ -477,6 +492,26 @@ int listen(int fd, int backlog)
 		    bound_port(fd));
 	errno = err;
 	return ret;
+}
+
+/*
+ * SO_REUSEPORT becomes RSTREAM_REUSEPORT; its answer is the program's
+ * unless the option is not the socket's (ENOPROTOOPT: not an AF_RSTREAM
+ * socket; EOPNOTSUPP: not a transparent one), and then the call goes on
+ * as made.  Every other option goes straight through.
+ */
+int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	int err = errno;
+
+	if (level == SOL_SOCKET && name == SO_REUSEPORT) {
+		if (!sys_setsockopt(fd, SOL_RDMA, RSTREAM_REUSEPORT, val, len))
+			return 0;
+		if (errno != ENOPROTOOPT && errno != EOPNOTSUPP)
+			return -1;
+		errno = err;
+	}
+	return sys_setsockopt(fd, level, name, val, len);
 }
 
 /*

@@ -95,6 +95,19 @@
  */
 #define RSTREAM_INFO		0x1004
 
+/*
+ * RSTREAM_REUSEPORT (int): SO_REUSEPORT for a transparent socket, whose
+ * family the socket core refuses it to.  It sets SO_REUSEPORT on the TCP
+ * socket, with TCP's meaning and rules: several listeners of one user
+ * bound to one port share its TCP clients.  They cannot share it over
+ * RDMA (rdma_cm gives a port to one listener): the first of them to
+ * listen also listens on RDMA and takes every RDMA client, the others
+ * listen on TCP alone (RSTREAM_FALLBACK reads EADDRINUSE).  Reads back as
+ * SOL_SOCKET's SO_REUSEPORT does.  EOPNOTSUPP on a socket that is not
+ * transparent.
+ */
+#define RSTREAM_REUSEPORT	0x1005
+
 struct rstream_info {
 	char	ri_device[64];		/* the RDMA device, as ibv_devices names it */
 	__u32	ri_port;		/* its port */

@@ -822,7 +822,7 @@ static void some_opt(struct thread *t, int *level, int *name)
 		break;
 	case 2:
 		*level = SOL_RDMA;
-		*name = chance(&t->rng, 40) ? RSTREAM_TCP_LISTEN + (int)below(&t->rng, 5) :
+		*name = chance(&t->rng, 40) ? RSTREAM_TCP_LISTEN + (int)below(&t->rng, 6) :
 					      (int)below(&t->rng, 7) - 1;
 		break;
 	case 3:

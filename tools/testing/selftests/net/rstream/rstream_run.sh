@@ -329,6 +329,70 @@ nginx_serves_curl() {
 	fi
 }
 
+# nginx with "reuseport": a listener of its own per worker, all on one
+# port with SO_REUSEPORT, which the socket core refuses to AF_RSTREAM.
+# rstream-run makes it RSTREAM_REUSEPORT, TCP's SO_REUSEPORT: the
+# listeners share the TCP clients as TCP's do, and since rdma_cm gives a
+# port to one listener, the first also listens on RDMA and the other on
+# TCP alone.  Both workers must serve some of the plain curls, the
+# converted ones go over RDMA, and each must get the file.
+nginx_reuseport_workers() {
+	ng=/tmp/run.nginx
+	rm -rf $ng
+	mkdir -p $ng/www
+	head -c 100000 /dev/urandom > $ng/www/blob
+	cat > $ng/nginx.conf <<-EOF
+		user root;
+		worker_processes 2;
+		daemon off;
+		pid $ng/nginx.pid;
+		error_log $ng/error.log info;
+		events { worker_connections 64; }
+		http {
+			log_format worker "\$pid \$status";
+			access_log $ng/access.log worker;
+			client_body_temp_path $ng/body;
+			proxy_temp_path $ng/proxy;
+			fastcgi_temp_path $ng/fastcgi;
+			uwsgi_temp_path $ng/uwsgi;
+			scgi_temp_path $ng/scgi;
+			server { listen $ADDR:20631 reuseport; root $ng/www; }
+		}
+	EOF
+	serve 20631 /tmp/run.server "$RUN -v" nginx -e $ng/error.log -p $ng \
+		-c $ng/nginx.conf
+	for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18; do
+		wrap=
+		[ $i -gt 16 ] && wrap="$RUN -v"
+		# shellcheck disable=SC2086 # the wrapper is words
+		timeout "$LIMIT" $wrap curl -sS -o $ng/got \
+			"http://$ADDR:20631/blob" 2> /tmp/run.client ||
+			die "curl $i ($wrap): $(cat /tmp/run.client)"
+		cmp $ng/www/blob $ng/got ||
+			die "curl $i ($wrap) got $(wc -c < $ng/got) bytes, not the file"
+	done
+	said client "connect to $ADDR:20631: RDMA"
+	kill "$(cat $ng/nginx.pid)"
+	wait $server
+	# nginx calls listen() on each socket twice (the second sets the
+	# backlog): as many lines of each kind, and no other.
+	both=$(grep -c "listen on port 20631: RDMA and TCP" /tmp/run.server)
+	tcp=$(grep -c "listen on port 20631: TCP (Address already in use)" \
+		/tmp/run.server)
+	all=$(grep -c "listen on port 20631:" /tmp/run.server)
+	if [ "$both" = 0 ] || [ "$both" != "$tcp" ] ||
+	   [ $((both + tcp)) != "$all" ]; then
+		die "not one listener on RDMA and TCP, one on TCP: $(grep rstream-run /tmp/run.server)"
+	fi
+	if grep "\[\(warn\|error\|crit\|alert\|emerg\)\]" $ng/error.log; then
+		die "nginx complained"
+	fi
+	[ "$(awk '$2 == 200 { print $1 }' $ng/access.log | sort -u | wc -l)" = 2 ] ||
+		die "not both workers served: $(sort $ng/access.log | uniq -c)"
+	awk '{ n[$1]++ } END { for (p in n) printf "worker %s served %d\n", p, n[p] }' \
+		$ng/access.log
+}
+
 # memcached: libevent's event loop on worker threads, a listener made
 # nonblocking by fcntl() before listen() and watched from before it listens.
 # libmemcached's memccp and memccat store and read back a file over RDMA
@@ -374,4 +438,5 @@ memcached_stores_and_reads() {
 run_tests both_ends_over_rdma wildcard_listener client_falls_back_to_tcp \
 	tcp_client_reaches_converted_server filters_keep_tcp no_fallback_fails \
 	exec_server_echoes iperf3_over_rdma iperf3_client_falls_back \
-	redis_set_get_and_benchmark nginx_serves_curl memcached_stores_and_reads
+	redis_set_get_and_benchmark nginx_serves_curl nginx_reuseport_workers \
+	memcached_stores_and_reads

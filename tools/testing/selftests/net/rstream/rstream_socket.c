@@ -203,6 +203,27 @@ TEST(so_reuseport_refused)
 	EXPECT_EQ(0, close(fd));
 }
 
+/*
+ * Nor does rstream's own RSTREAM_REUSEPORT make a socket share a port: it
+ * is for transparent sockets, which take TCP for it.
+ */
+TEST(rstream_reuseport_refused)
+{
+	int fd = socket(AF_RSTREAM, SOCK_STREAM, 0), one = 1, val = -1;
+	socklen_t len = sizeof(val);
+
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(-1, setsockopt(fd, SOL_RDMA, RSTREAM_REUSEPORT, &one,
+				 sizeof(one)));
+	EXPECT_EQ(EOPNOTSUPP, errno);
+	EXPECT_EQ(0, getsockopt(fd, SOL_RDMA, RSTREAM_REUSEPORT, &val, &len));
+	EXPECT_EQ(0, val);
+	len = sizeof(val);
+	EXPECT_EQ(0, getsockopt(fd, SOL_RDMA, RSTREAM_PATH, &val, &len));
+	EXPECT_EQ(RSTREAM_PATH_RDMA, val);
+	EXPECT_EQ(0, close(fd));
+}
+
 TEST(socket_flags)
 {
 	int fd = socket(AF_RSTREAM, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,

@@ -1183,6 +1183,232 @@ TEST_F(tsock, restart_on_port_in_time_wait)
 }
 
 /*
+ * SO_REUSEPORT.  The socket core refuses it to every family but TCP's: a
+ * transparent socket asks for it with RSTREAM_REUSEPORT, TCP's
+ * SO_REUSEPORT on its TCP socket.  Listeners cannot share a port over
+ * RDMA: the first on the port listens on RDMA too, the others on TCP.
+ */
+#define SHARE_CLIENTS	32
+
+/*
+ * Two listeners made by @make, each told to share its port by the int
+ * option @level/@name before bind(), listening on one port; a third
+ * without it cannot bind there.  SHARE_CLIENTS plain TCP clients connect;
+ * @got: how many each listener accepted.  AF_RSTREAM listeners: the first
+ * listens on RDMA and TCP and takes a transparent client over RDMA, the
+ * second on TCP alone.
+ */
+static void share_port(struct __test_metadata *_metadata, int family,
+		       int (*make)(int family), int level, int name,
+		       int got[2])
+{
+	int l[2], c[SHARE_CLIENTS], other, s, i, n;
+	bool ours;
+	struct ep at;
+
+	ep_host(&at, family, 0);
+	for (i = 0; i < 2; i++) {
+		l[i] = make(family);
+		ASSERT_LE(0, l[i]);
+		ASSERT_EQ(0, set_int(l[i], level, name, 1))
+			TH_LOG("listener %d: %s", i, strerror(errno));
+		ASSERT_EQ(0, bind(l[i], SA(&at), at.len))
+			TH_LOG("listener %d: bind: %s", i, strerror(errno));
+		if (!i)
+			name_of(l[0], false, &at);
+	}
+	other = make(family);
+	ASSERT_LE(0, other);
+	EXPECT_EQ(EADDRINUSE, errno_of(bind(other, SA(&at), at.len)));
+	close(other);
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, listen(l[i], SHARE_CLIENTS))
+			TH_LOG("listener %d: listen: %s", i, strerror(errno));
+		EXPECT_EQ(1, int_opt(l[i], SOL_SOCKET, SO_REUSEPORT));
+		ours = int_opt(l[i], SOL_SOCKET, SO_DOMAIN) == rstream_family();
+		if (ours)
+			EXPECT_EQ(1, int_opt(l[i], SOL_RDMA, RSTREAM_REUSEPORT));
+	}
+	if (ours) {
+		EXPECT_EQ(RSTREAM_PATH_RDMA | RSTREAM_PATH_TCP,
+			  int_opt(l[0], SOL_RDMA, RSTREAM_PATH));
+		EXPECT_EQ(RSTREAM_PATH_TCP, int_opt(l[1], SOL_RDMA, RSTREAM_PATH));
+		EXPECT_EQ(EADDRINUSE, int_opt(l[1], SOL_RDMA, RSTREAM_FALLBACK));
+	}
+	for (n = 0; n < SHARE_CLIENTS; n++)
+		c[n] = client_on(_metadata, tcp_socket(family), &at);
+	memset(got, 0, 2 * sizeof(*got));
+	for (n = 0; n < SHARE_CLIENTS; n++) {
+		struct pollfd p[2] = {
+			{ .fd = l[0], .events = POLLIN },
+			{ .fd = l[1], .events = POLLIN },
+		};
+
+		ASSERT_LT(0, poll(p, 2, PROMPT_MS))
+			TH_LOG("%d of %d clients accepted", n, SHARE_CLIENTS);
+		i = p[0].revents & POLLIN ? 0 : 1;
+		s = accept_one(_metadata, l[i]);
+		got[i]++;
+		if (ours)
+			EXPECT_EQ(RSTREAM_PATH_TCP,
+				  int_opt(s, SOL_RDMA, RSTREAM_PATH));
+		close(s);
+	}
+	for (n = 0; n < SHARE_CLIENTS; n++)
+		close(c[n]);
+	if (ours) {
+		c[0] = client_on(_metadata, transparent_socket(family, 0), &at);
+		s = accept_one(_metadata, l[0]);
+		EXPECT_EQ(RSTREAM_PATH_RDMA, int_opt(c[0], SOL_RDMA, RSTREAM_PATH));
+		EXPECT_EQ(RSTREAM_PATH_RDMA, int_opt(s, SOL_RDMA, RSTREAM_PATH));
+		both_ways(_metadata, c[0], s);
+		close(s);
+		close(c[0]);
+	}
+	close(l[1]);
+	close(l[0]);
+}
+
+/*
+ * Two listeners on one port share its TCP clients, as TCP's do with
+ * SO_REUSEPORT in this guest (one listener per CPU, as nginx's
+ * "reuseport" makes them): each accepts some.
+ */
+TEST_F(tsock, reuseport_listeners_share_clients)
+{
+	int tcp[2], trans[2];
+
+	share_port(_metadata, variant->family, tcp_socket, SOL_SOCKET,
+		   SO_REUSEPORT, tcp);
+	EXPECT_TRUE(tcp[0] && tcp[1])
+		TH_LOG("TCP listeners accepted %d and %d", tcp[0], tcp[1]);
+	share_port(_metadata, variant->family, transparent_socket_plain,
+		   SOL_RDMA, RSTREAM_REUSEPORT, trans);
+	EXPECT_TRUE(trans[0] && trans[1])
+		TH_LOG("transparent listeners accepted %d and %d (TCP's %d and %d)",
+		       trans[0], trans[1], tcp[0], tcp[1]);
+}
+
+/* A TCP socket as a program makes it: converted by the preload. */
+static int converted_socket(int family)
+{
+	return socket(family, SOCK_STREAM, 0);
+}
+
+/*
+ * A program's SO_REUSEPORT on converted listeners: the preload makes it
+ * RSTREAM_REUSEPORT, and the listeners share the port as TCP's would.
+ */
+TEST_F(conv, reuseport_listeners_share_clients)
+{
+	int fd = converted_socket(variant->family), got[2];
+
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(rstream_family(), int_opt(fd, SOL_SOCKET, SO_DOMAIN));
+	close(fd);
+	share_port(_metadata, variant->family, converted_socket, SOL_SOCKET,
+		   SO_REUSEPORT, got);
+	EXPECT_TRUE(got[0] && got[1])
+		TH_LOG("listeners accepted %d and %d", got[0], got[1]);
+}
+
+/*
+ * SO_REUSEPORT cleared on a listener of a shared port, then a third socket
+ * with it set binds there: bind()'s errno (0 if it bound), for TCP's and
+ * a transparent socket's rules to be compared.
+ */
+static int reuseport_cleared(struct __test_metadata *_metadata, int family,
+			     int (*make)(int family), int level, int name)
+{
+	int l = make(family), other, err;
+	struct ep at;
+
+	EXPECT_LE(0, l);
+	EXPECT_EQ(0, set_int(l, level, name, 1));
+	listener_on(_metadata, l, family, &at);
+	EXPECT_EQ(0, set_int(l, level, name, 0));
+	EXPECT_EQ(0, int_opt(l, SOL_SOCKET, SO_REUSEPORT));
+	EXPECT_EQ(0, set_int(l, level, name, 1));
+	EXPECT_EQ(1, int_opt(l, SOL_SOCKET, SO_REUSEPORT));
+	EXPECT_EQ(0, set_int(l, level, name, 0));
+	other = make(family);
+	EXPECT_LE(0, other);
+	EXPECT_EQ(0, set_int(other, level, name, 1));
+	err = errno_of(bind(other, SA(&at), at.len));
+	close(other);
+	close(l);
+	return err;
+}
+
+/*
+ * Set late, as TCP takes it at any time: on a listener on RDMA and TCP,
+ * on connections over RDMA and over TCP, on a bound socket.  The paths
+ * stay what they were.
+ */
+TEST_F(tsock, reuseport_set_late)
+{
+	struct ep rb, tb, at;
+	int rl = listener_on(_metadata, transparent_socket(variant->family, 0),
+			     variant->family, &rb);
+	int tl = listener_on(_metadata, tcp_socket(variant->family),
+			     variant->family, &tb);
+	int l, c, s;
+
+	EXPECT_EQ(0, set_int(rl, SOL_RDMA, RSTREAM_REUSEPORT, 1));
+	EXPECT_EQ(1, int_opt(rl, SOL_RDMA, RSTREAM_REUSEPORT));
+	EXPECT_EQ(1, int_opt(rl, SOL_SOCKET, SO_REUSEPORT));
+	EXPECT_EQ(RSTREAM_PATH_RDMA | RSTREAM_PATH_TCP,
+		  int_opt(rl, SOL_RDMA, RSTREAM_PATH));
+	EXPECT_EQ(0, set_int(rl, SOL_RDMA, RSTREAM_REUSEPORT, 0));
+	EXPECT_EQ(0, int_opt(rl, SOL_SOCKET, SO_REUSEPORT));
+
+	/* Connected over RDMA, both ends. */
+	c = client_on(_metadata, transparent_socket(variant->family, 0), &rb);
+	s = accept_one(_metadata, rl);
+	ASSERT_EQ(RSTREAM_PATH_RDMA, int_opt(c, SOL_RDMA, RSTREAM_PATH));
+	EXPECT_EQ(0, set_int(c, SOL_RDMA, RSTREAM_REUSEPORT, 1));
+	EXPECT_EQ(0, set_int(s, SOL_RDMA, RSTREAM_REUSEPORT, 1));
+	EXPECT_EQ(1, int_opt(c, SOL_SOCKET, SO_REUSEPORT));
+	EXPECT_EQ(1, int_opt(s, SOL_RDMA, RSTREAM_REUSEPORT));
+	EXPECT_EQ(RSTREAM_PATH_RDMA, int_opt(c, SOL_RDMA, RSTREAM_PATH));
+	both_ways(_metadata, c, s);
+	close(s);
+	close(c);
+
+	/* Fallen back to TCP: as on the TCP socket it accepted. */
+	c = client_on(_metadata, transparent_socket(variant->family, 0), &tb);
+	s = accept_one(_metadata, tl);
+	ASSERT_EQ(RSTREAM_PATH_TCP, int_opt(c, SOL_RDMA, RSTREAM_PATH));
+	EXPECT_EQ(0, set_int(s, SOL_SOCKET, SO_REUSEPORT, 1));
+	EXPECT_EQ(0, set_int(c, SOL_RDMA, RSTREAM_REUSEPORT, 1));
+	EXPECT_EQ(1, int_opt(c, SOL_RDMA, RSTREAM_REUSEPORT));
+	EXPECT_EQ(1, int_opt(c, SOL_SOCKET, SO_REUSEPORT));
+	both_ways(_metadata, c, s);
+	close(s);
+	close(c);
+
+	/* Bound, then set: a lone listener keeps RDMA. */
+	l = transparent_socket(variant->family, 0);
+	ASSERT_LE(0, l);
+	ep_host(&at, variant->family, 0);
+	ASSERT_EQ(0, bind(l, SA(&at), at.len));
+	EXPECT_EQ(0, set_int(l, SOL_RDMA, RSTREAM_REUSEPORT, 1));
+	ASSERT_EQ(0, listen(l, 4));
+	EXPECT_EQ(RSTREAM_PATH_RDMA | RSTREAM_PATH_TCP,
+		  int_opt(l, SOL_RDMA, RSTREAM_PATH));
+	close(l);
+
+	/* Cleared on a listener: later binds see what TCP's would. */
+	EXPECT_EQ(reuseport_cleared(_metadata, variant->family, tcp_socket,
+				    SOL_SOCKET, SO_REUSEPORT),
+		  reuseport_cleared(_metadata, variant->family,
+				    transparent_socket_plain, SOL_RDMA,
+				    RSTREAM_REUSEPORT));
+	close(tl);
+	close(rl);
+}
+
+/*
  * Refused over RDMA and over TCP: a nonblocking connect ends with the
  * error where SO_ERROR reads it, poll says POLLERR.
  */
