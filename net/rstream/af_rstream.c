@@ -160,7 +160,7 @@ static struct rstream_sock *rstream_sock_alloc(struct net *net,
 			net_enable_timestamp();
 		sk->sk_lingertime = parent->sk_lingertime;
 		sk->sk_reuse = parent->sk_reuse;
-		sk->sk_reuseport = parent->sk_reuseport;
+		rs->reuseport = lrs->reuseport;
 #ifdef CONFIG_MEMCG
 		/*
 		 * Charged where the listener is: its owner asked for the

@@ -137,7 +137,7 @@ static void rstream_fallback_sync(struct rstream_sock *rs)
 	}
 	tsk->sk_lingertime = READ_ONCE(sk->sk_lingertime);
 	tsk->sk_reuse = sk->sk_reuse;
-	tsk->sk_reuseport = sk->sk_reuseport;
+	tsk->sk_reuseport = rs->reuseport;
 	if (READ_ONCE(tsk->sk_max_pacing_rate) !=
 	    READ_ONCE(sk->sk_max_pacing_rate))
 		rstream_fallback_pacing(sk, tsk);
@@ -154,9 +154,9 @@ static void rstream_fallback_sync(struct rstream_sock *rs)
  * rest when a SOL_SOCKET option changed one since (the core sets them on
  * the AF_RSTREAM socket, after the connection too: rstream(1) and
  * rdma-core's rstream size an accepted socket's buffers after accept()).
- * sk_reuseport is a bit-field, read without READ_ONCE(): the core clears
- * it on our socket (SO_REUSEPORT 0), and a stale read syncs on the next
- * call.  Process context, no sock lock held.
+ * TCP's sk_reuseport is a bit-field, read without READ_ONCE(): only we
+ * write it, and a stale read syncs on the next call.  Process context, no
+ * sock lock held.
  */
 static void rstream_fallback_sync_fast(struct rstream_sock *rs)
 {
@@ -171,7 +171,7 @@ static void rstream_fallback_sync_fast(struct rstream_sock *rs)
 		     READ_ONCE(sk->sk_bound_dev_if) ||
 		     READ_ONCE(tsk->sk_max_pacing_rate) !=
 		     READ_ONCE(sk->sk_max_pacing_rate) ||
-		     tsk->sk_reuseport != sk->sk_reuseport ||
+		     tsk->sk_reuseport != READ_ONCE(rs->reuseport) ||
 		     rstream_fallback_buf_differs(sk, tsk, SOCK_SNDBUF_LOCK) ||
 		     rstream_fallback_buf_differs(sk, tsk, SOCK_RCVBUF_LOCK)))
 		rstream_fallback_sync(rs);
@@ -199,7 +199,7 @@ static void rstream_fallback_inherit(struct sock *sk, struct sock *tsk)
 	 * keeps them: without them a restarted server could not bind.
 	 */
 	sk->sk_reuse = tsk->sk_reuse;
-	sk->sk_reuseport = tsk->sk_reuseport;
+	rstream_sk(sk)->reuseport = tsk->sk_reuseport;
 	sk->sk_rcvtimeo = READ_ONCE(tsk->sk_rcvtimeo);
 	sk->sk_sndtimeo = READ_ONCE(tsk->sk_sndtimeo);
 	sk->sk_rcvlowat = READ_ONCE(tsk->sk_rcvlowat);
@@ -660,10 +660,12 @@ void rstream_fallback_splice_eof(struct rstream_sock *rs)
 /*
  * RSTREAM_REUSEPORT: SO_REUSEPORT for a transparent socket, which the
  * socket core refuses to any family but TCP's.  It is TCP's option: the
- * flag is kept on the AF_RSTREAM socket, where SOL_SOCKET's SO_REUSEPORT
- * reads it and from where rstream_fallback_sync() gives it to TCP before
- * TCP binds, listens or connects; it is given now too, so that it counts
- * at once, as on a TCP socket, whatever the socket's state.  Nothing of
+ * flag is kept in rs->reuseport (not our sk_reuseport: see rstream.h),
+ * from where rstream_fallback_sync() gives it to TCP before TCP binds,
+ * listens or connects; it is given now too, so that it counts at once,
+ * as on a TCP socket, whatever the socket's state.  A reuseport BPF
+ * program cannot follow it (the core would attach it to our socket):
+ * SO_ATTACH_REUSEPORT_CBPF and _EBPF stay refused, with EINVAL.  Nothing of
  * RDMA's changes: rdma_cm gives a port to one listener only, so of the
  * listeners that share a TCP port the first to listen also listens on
  * RDMA and the others, whose rdma_listen() fails, on TCP alone
@@ -673,7 +675,7 @@ int rstream_fallback_reuseport(struct rstream_sock *rs, bool on)
 {
 	if (!rstream_transparent(rs))
 		return -EOPNOTSUPP;
-	rs->sk.sk_reuseport = on;
+	WRITE_ONCE(rs->reuseport, on);
 	/* A child accepted over RDMA has no TCP socket to tell. */
 	if (rs->tcp)
 		rstream_fallback_sync(rs);

@@ -335,7 +335,7 @@ int rstream_rdma_getsockopt(struct socket *sock, int level, int optname,
 			val = jiffies_to_msecs(rs->connect_timeout);
 			break;
 		case RSTREAM_REUSEPORT:
-			val = sk->sk_reuseport;
+			val = rs->reuseport;
 			break;
 		case RDMA_ROUTE:
 			release_sock(sk);

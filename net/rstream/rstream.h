@@ -137,6 +137,12 @@ struct rstream_sock {
 	struct socket *tcp;
 	bool tcp_borrowed;
 	bool on_tcp;
+	/*
+	 * RSTREAM_REUSEPORT, TCP's SO_REUSEPORT, for @tcp.  Not in our own
+	 * sk_reuseport: there the core would take SO_ATTACH_REUSEPORT_CBPF
+	 * and _EBPF for a group of AF_RSTREAM sockets that never forms.
+	 */
+	bool reuseport;
 	u8 paths;
 	int fallback_err;
 	struct wait_queue_entry tcp_wait;

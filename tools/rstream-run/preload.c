@@ -18,8 +18,8 @@
  *
  * The socket core refuses SO_REUSEPORT to AF_RSTREAM sockets: setsockopt()
  * makes it rstream's RSTREAM_REUSEPORT, TCP's SO_REUSEPORT on a transparent
- * socket (over RDMA, rdma_cm gives a port to one listener).  Reading
- * SO_REUSEPORT needs nothing: the kernel keeps it where the core reads it.
+ * socket (over RDMA, rdma_cm gives a port to one listener), and
+ * getsockopt() reads it from there.
  *
  * The configuration is read once, when the library is loaded; after that
  * the wrappers take no lock and allocate nothing, so they are as
@@ -515,7 +515,8 @@ int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 }
 
 /*
- * -v only: a nonblocking connect's outcome is known when the program asks
+ * SO_REUSEPORT reads RSTREAM_REUSEPORT on an AF_RSTREAM socket.  And, -v
+ * only: a nonblocking connect's outcome is known when the program asks
  * SO_ERROR after poll said so.
  */
 int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
@@ -523,8 +524,15 @@ int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	struct sockaddr_storage ss;
 	socklen_t sslen = sizeof(ss);
 	char where[64] = "?";
-	int ret, err;
+	int ret, err = errno;
 
+	if (level == SOL_SOCKET && name == SO_REUSEPORT) {
+		if (!sys_getsockopt(fd, SOL_RDMA, RSTREAM_REUSEPORT, val, len))
+			return 0;
+		if (errno != ENOPROTOOPT && errno != EOPNOTSUPP)
+			return -1;
+		errno = err;
+	}
 	ret = sys_getsockopt(fd, level, name, val, len);
 	if (!cfg.verbose || ret || level != SOL_SOCKET || name != SO_ERROR ||
 	    !val || !len || *len < sizeof(int))

@@ -102,9 +102,10 @@
  * bound to one port share its TCP clients.  They cannot share it over
  * RDMA (rdma_cm gives a port to one listener): the first of them to
  * listen also listens on RDMA and takes every RDMA client, the others
- * listen on TCP alone (RSTREAM_FALLBACK reads EADDRINUSE).  Reads back as
- * SOL_SOCKET's SO_REUSEPORT does.  EOPNOTSUPP on a socket that is not
- * transparent.
+ * listen on TCP alone (RSTREAM_FALLBACK reads EADDRINUSE).  SOL_SOCKET's
+ * SO_REUSEPORT of the AF_RSTREAM socket stays 0, so reuseport BPF
+ * programs, which could not reach TCP, are refused (EINVAL).  EOPNOTSUPP
+ * on a socket that is not transparent.
  */
 #define RSTREAM_REUSEPORT	0x1005
 

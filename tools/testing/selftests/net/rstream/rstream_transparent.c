@@ -41,6 +41,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <rdma/rdma_cma.h>
+#include <linux/filter.h>
 #include <linux/rstream.h>
 
 #include "kselftest_harness.h"
@@ -1224,7 +1225,7 @@ static void share_port(struct __test_metadata *_metadata, int family,
 	for (i = 0; i < 2; i++) {
 		ASSERT_EQ(0, listen(l[i], SHARE_CLIENTS))
 			TH_LOG("listener %d: listen: %s", i, strerror(errno));
-		EXPECT_EQ(1, int_opt(l[i], SOL_SOCKET, SO_REUSEPORT));
+		EXPECT_EQ(1, int_opt(l[i], level, name));
 		ours = int_opt(l[i], SOL_SOCKET, SO_DOMAIN) == rstream_family();
 		if (ours)
 			EXPECT_EQ(1, int_opt(l[i], SOL_RDMA, RSTREAM_REUSEPORT));
@@ -1327,9 +1328,9 @@ static int reuseport_cleared(struct __test_metadata *_metadata, int family,
 	EXPECT_EQ(0, set_int(l, level, name, 1));
 	listener_on(_metadata, l, family, &at);
 	EXPECT_EQ(0, set_int(l, level, name, 0));
-	EXPECT_EQ(0, int_opt(l, SOL_SOCKET, SO_REUSEPORT));
+	EXPECT_EQ(0, int_opt(l, level, name));
 	EXPECT_EQ(0, set_int(l, level, name, 1));
-	EXPECT_EQ(1, int_opt(l, SOL_SOCKET, SO_REUSEPORT));
+	EXPECT_EQ(1, int_opt(l, level, name));
 	EXPECT_EQ(0, set_int(l, level, name, 0));
 	other = make(family);
 	EXPECT_LE(0, other);
@@ -1356,11 +1357,10 @@ TEST_F(tsock, reuseport_set_late)
 
 	EXPECT_EQ(0, set_int(rl, SOL_RDMA, RSTREAM_REUSEPORT, 1));
 	EXPECT_EQ(1, int_opt(rl, SOL_RDMA, RSTREAM_REUSEPORT));
-	EXPECT_EQ(1, int_opt(rl, SOL_SOCKET, SO_REUSEPORT));
 	EXPECT_EQ(RSTREAM_PATH_RDMA | RSTREAM_PATH_TCP,
 		  int_opt(rl, SOL_RDMA, RSTREAM_PATH));
 	EXPECT_EQ(0, set_int(rl, SOL_RDMA, RSTREAM_REUSEPORT, 0));
-	EXPECT_EQ(0, int_opt(rl, SOL_SOCKET, SO_REUSEPORT));
+	EXPECT_EQ(0, int_opt(rl, SOL_RDMA, RSTREAM_REUSEPORT));
 
 	/* Connected over RDMA, both ends. */
 	c = client_on(_metadata, transparent_socket(variant->family, 0), &rb);
@@ -1368,7 +1368,7 @@ TEST_F(tsock, reuseport_set_late)
 	ASSERT_EQ(RSTREAM_PATH_RDMA, int_opt(c, SOL_RDMA, RSTREAM_PATH));
 	EXPECT_EQ(0, set_int(c, SOL_RDMA, RSTREAM_REUSEPORT, 1));
 	EXPECT_EQ(0, set_int(s, SOL_RDMA, RSTREAM_REUSEPORT, 1));
-	EXPECT_EQ(1, int_opt(c, SOL_SOCKET, SO_REUSEPORT));
+	EXPECT_EQ(1, int_opt(c, SOL_RDMA, RSTREAM_REUSEPORT));
 	EXPECT_EQ(1, int_opt(s, SOL_RDMA, RSTREAM_REUSEPORT));
 	EXPECT_EQ(RSTREAM_PATH_RDMA, int_opt(c, SOL_RDMA, RSTREAM_PATH));
 	both_ways(_metadata, c, s);
@@ -1382,7 +1382,6 @@ TEST_F(tsock, reuseport_set_late)
 	EXPECT_EQ(0, set_int(s, SOL_SOCKET, SO_REUSEPORT, 1));
 	EXPECT_EQ(0, set_int(c, SOL_RDMA, RSTREAM_REUSEPORT, 1));
 	EXPECT_EQ(1, int_opt(c, SOL_RDMA, RSTREAM_REUSEPORT));
-	EXPECT_EQ(1, int_opt(c, SOL_SOCKET, SO_REUSEPORT));
 	both_ways(_metadata, c, s);
 	close(s);
 	close(c);
@@ -1406,6 +1405,37 @@ TEST_F(tsock, reuseport_set_late)
 				    RSTREAM_REUSEPORT));
 	close(tl);
 	close(rl);
+}
+
+/*
+ * A reuseport BPF program cannot follow the option to TCP's socket: the
+ * core would attach it to the AF_RSTREAM socket, where it steers nothing.
+ * So it stays refused, as on a TCP socket without SO_REUSEPORT (before,
+ * with the flag on the AF_RSTREAM socket, the core took it and nothing
+ * happened).  The core's own SO_REUSEPORT stays off there: it reads 0.
+ */
+TEST_F(tsock, reuseport_bpf_refused)
+{
+	struct sock_filter code[] = {
+		BPF_STMT(BPF_RET | BPF_K, 0),
+	};
+	struct sock_fprog prog = { .len = 1, .filter = code };
+	int tl = tcp_socket(variant->family);
+	int l = transparent_socket(variant->family, 0);
+
+	ASSERT_LE(0, tl);
+	ASSERT_LE(0, l);
+	/* TCP takes it once SO_REUSEPORT is set. */
+	EXPECT_EQ(0, set_int(tl, SOL_SOCKET, SO_REUSEPORT, 1));
+	EXPECT_EQ(0, setsockopt(tl, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF,
+				&prog, sizeof(prog)));
+	EXPECT_EQ(0, set_int(l, SOL_RDMA, RSTREAM_REUSEPORT, 1));
+	EXPECT_EQ(0, int_opt(l, SOL_SOCKET, SO_REUSEPORT));
+	EXPECT_EQ(EINVAL, errno_of(setsockopt(l, SOL_SOCKET,
+					      SO_ATTACH_REUSEPORT_CBPF,
+					      &prog, sizeof(prog))));
+	close(l);
+	close(tl);
 }
 
 /*
