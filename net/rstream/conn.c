@@ -371,8 +371,12 @@ int rstream_conn_alloc_data(struct rstream_sock *rs)
 	int err = -ENOTCONN;
 
 	mutex_lock(&rs->cm_lock);
-	/* A device removal may have freed the connection meanwhile. */
-	if (!test_bit(RSTREAM_F_VERBS, &rs->flags) || rs->ring.mr)
+	/*
+	 * A device removal may have freed the connection meanwhile; one that
+	 * was reset (its peer broke a rule) is not worth its rings.
+	 */
+	if (!test_bit(RSTREAM_F_VERBS, &rs->flags) ||
+	    test_bit(RSTREAM_F_DEAD, &rs->flags) || rs->ring.mr)
 		goto out;
 	old_memcg = set_active_memcg(rstream_memcg(&rs->sk));
 	err = rstream_conn_alloc_rings(rs);

@@ -46,12 +46,13 @@
 #define RSTREAM_DEV_SGE		16
 #define RSTREAM_DEV_CQE		72
 
-static size_t rstream_queue_bytes(u32 entries, u32 entry_bytes)
+/* 64-bit: 2^17 slots of 2^17 bytes would wrap a 32-bit size_t. */
+static u64 rstream_queue_bytes(u32 entries, u32 entry_bytes)
 {
 	entry_bytes = roundup_pow_of_two(max_t(u32, entry_bytes,
 					       L1_CACHE_BYTES));
-	return PAGE_SIZE + PAGE_ALIGN((size_t)roundup_pow_of_two(entries + 1) *
-				      entry_bytes);
+	return PAGE_SIZE + round_up((u64)roundup_pow_of_two(entries + 1) *
+				    entry_bytes, PAGE_SIZE);
 }
 
 /*
@@ -60,7 +61,7 @@ static size_t rstream_queue_bytes(u32 entries, u32 entry_bytes)
  * may cut (conn.c): an upper bound.  An inline size the device refuses is
  * charged anyway.
  */
-static size_t rstream_dev_bytes(const struct rstream_sock *rs)
+static u64 rstream_dev_bytes(const struct rstream_sock *rs)
 {
 	u32 sq = min_t(u32, rs->sq_size, RSTREAM_QP_MAX);
 	u32 rq = min_t(u32, rs->rq_size, RSTREAM_QP_MAX);
@@ -109,9 +110,9 @@ static unsigned long rstream_mem_limit(void)
  * device's queues from its request on, and its two rings (@rings) once it
  * is established (conn.c).
  */
-static size_t rstream_conn_bytes(const struct rstream_sock *rs, bool rings)
+static u64 rstream_conn_bytes(const struct rstream_sock *rs, bool rings)
 {
-	size_t bytes = PAGE_ALIGN(RSTREAM_SGL_BYTES) + rstream_dev_bytes(rs);
+	u64 bytes = PAGE_ALIGN(RSTREAM_SGL_BYTES) + rstream_dev_bytes(rs);
 
 	if (rings)
 		bytes += PAGE_ALIGN(rs->ring_size) +
@@ -133,10 +134,9 @@ static atomic_long_t rstream_mem_pinned = ATOMIC_LONG_INIT(0);
 int rstream_mem_charge(struct rstream_sock *rs, bool rings)
 {
 	long limit = min_t(unsigned long, rstream_mem_limit(), LONG_MAX);
-	size_t bytes = rstream_conn_bytes(rs, rings);
-	size_t whole = rstream_conn_bytes(rs, true);
+	u64 bytes = rstream_conn_bytes(rs, rings);
+	u64 room = rstream_conn_bytes(rs, true) - bytes;
 	struct sock *sk = &rs->sk;
-	size_t room = whole - bytes;
 	int i, pages;
 
 	/* What is charged already is in whole pages (sk_mem_pages()). */
@@ -148,11 +148,13 @@ int rstream_mem_charge(struct rstream_sock *rs, bool rings)
 	if (rstream_memcg(sk))
 		room += RSTREAM_MEMCG_HEADROOM;
 	/*
-	 * Ring sizes are capped at 256 MiB and queues at 65534 entries.  The
-	 * room (the rings to come, the headroom) is charged with the rest,
-	 * to the cgroup and to rstream's total alike, and given back at once.
+	 * Ring sizes are capped at 256 MiB, queues at 65534 entries and
+	 * inline sizes at 65534 bytes: the whole stays far below U64_MAX,
+	 * and over INT_MAX it is refused.  The room (the rings to come, the
+	 * headroom) is charged with the rest, to the cgroup and to rstream's
+	 * total alike, and given back at once.
 	 */
-	if (bytes > INT_MAX - room - rs->mem_charged ||
+	if (rs->mem_charged + bytes + room > INT_MAX - PAGE_SIZE ||
 	    !__sk_mem_schedule(sk, bytes + room, SK_MEM_RECV))
 		return -ENOBUFS;
 	pages = sk_mem_pages(bytes);

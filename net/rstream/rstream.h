@@ -33,7 +33,7 @@
 struct seq_file;
 struct mem_cgroup;
 
-#define RSTREAM_VERSION		"0.1.0"
+#define RSTREAM_VERSION		"0.2.0"
 
 struct rdma_cm_id;
 struct ib_cq;

@@ -125,7 +125,8 @@ void rstream_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 		why = "cannot repost a receive";
 	}
 	/* The first grant may have waited for this (tx.c). */
-	if (!err && !test_and_set_bit(RSTREAM_F_PEER_SPOKE, &rs->flags))
+	if (unlikely(!test_bit(RSTREAM_F_PEER_SPOKE, &rs->flags)) && !err &&
+	    !test_and_set_bit(RSTREAM_F_PEER_SPOKE, &rs->flags))
 		rstream_tx_updates_locked(rs);
 	spin_unlock(&rs->lock);
 

@@ -128,6 +128,14 @@ static void rstream_fill_grant(struct rstream_sock *rs,
  */
 void rstream_tx_updates_locked(struct rstream_sock *rs)
 {
+	/*
+	 * After the peer's DISCONNECT nothing more comes to grant room or
+	 * credits for, and its queue pair may be gone: a write to it would
+	 * wait for retries to run out (a first grant held for the peer's
+	 * first message, when that message is its DISCONNECT).
+	 */
+	if (test_bit(RSTREAM_F_DISC_RECV, &rs->flags))
+		return;
 	while (rstream_can_post(rs)) {
 		enum rstream_rx_update kind = rstream_rx_update_due(&rs->rx);
 		struct ib_rdma_wr wr = {};

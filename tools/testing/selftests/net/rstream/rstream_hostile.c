@@ -498,6 +498,38 @@ TEST_F(hostile, honest_data_arrives)
 }
 
 /*
+ * A peer whose first message is its DISCONNECT (an rsocket client that
+ * connects and closes at once, as a health check does): it will write
+ * nothing, and its queue pair may be gone, so no grant goes to it (before,
+ * the first grant, held until the peer spoke, went out then, to a queue
+ * pair that may never answer).  The reader gets its end of stream.
+ */
+TEST_F(hostile, disconnect_first_gets_no_grant)
+{
+	struct rstream_info info;
+	socklen_t len = sizeof(info);
+	struct conn_data cd;
+	char buf[16];
+	int fd;
+
+	ASSERT_EQ(RDMA_CM_EVENT_ESTABLISHED,
+		  hostile_connect(&self->h, &self->at, &cd, sizeof(cd), true));
+	fd = accept_within(self->lfd, WAIT_MS);
+	ASSERT_LE(0, fd);
+	set_rcvtimeo(fd, WAIT_MS);
+	/* rsocket's DISCONNECT: op 7 (control), value 0. */
+	ASSERT_EQ(0, hostile_send(&self->h, 0xe0000000, false));
+	EXPECT_EQ(0, recv(fd, buf, sizeof(buf), 0));
+	usleep(100 * 1000);
+	ASSERT_EQ(0, getsockopt(fd, SOL_RDMA, RSTREAM_INFO, &info, &len));
+	EXPECT_EQ(0U, info.ri_granted) TH_LOG("granted to a peer that left");
+	EXPECT_EQ(0U, info.ri_writes_inflight);
+	EXPECT_EQ(0U, target_length(self->h.mem));
+	close(fd);
+	bystander_ok(_metadata, self->by_a, self->by_b);
+}
+
+/*
  * A listener at RSTREAM_ADDR4 on a port the kernel picks; its address in
  * @at.  Any failure fails the test (ASSERT leaves through _metadata).
  */
