@@ -764,8 +764,12 @@ static int rstream_release(struct socket *sock)
 	listener = sk->sk_state == TCP_LISTEN;
 	/*
 	 * As tcp_close(): with bytes left unread, or SO_LINGER's zero time,
-	 * the close throws data away and the peer reads ECONNRESET.
+	 * the close throws data away and the peer reads ECONNRESET.  Bytes
+	 * whose completion waits in an unarmed CQ (cq.c) count: the peer's
+	 * device has acknowledged them, as TCP's had been.
 	 */
+	if (!listener && test_bit(RSTREAM_F_CONNECTED, &rs->flags))
+		rstream_cq_drain(rs);
 	if (!listener && test_bit(RSTREAM_F_CONNECTED, &rs->flags) &&
 	    ((sock_flag(sk, SOCK_LINGER) && !sk->sk_lingertime) ||
 	     rstream_rx_ready(rs)))
