@@ -401,6 +401,40 @@ static int rstream_wait_connect(struct sock *sk, long *timeo)
 	return err == -EAGAIN ? -EINPROGRESS : err;
 }
 
+/*
+ * A passive rstream side offers its ring only as a grant, once a message
+ * of ours has reached it (conn.c), not in its REP: a blocking connect()
+ * returns once that grant is in, so that a first send finds room, as
+ * after TCP's handshake (a nonblocking one reports POLLOUT only then).
+ * Up to connect()'s own time, and no longer than connect() waits for an
+ * answer; a peer that grants nothing then leaves a connection whose
+ * sends wait for room.  Sock lock held.
+ */
+static bool rstream_connect_writable(struct rstream_sock *rs)
+{
+	return rstream_tx_writable(rs) || READ_ONCE(rs->sk.sk_err) ||
+	       rstream_state(&rs->sk) != TCP_ESTABLISHED;
+}
+
+static void rstream_wait_first_grant(struct rstream_sock *rs, long timeo)
+{
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	struct sock *sk = &rs->sk;
+
+	if (rs->peer.buf_length)
+		return;
+	timeo = min_t(long, timeo, rs->connect_timeout);
+	add_wait_queue(sk_sleep(sk), &wait);
+	/* Polled after joining the queue: the CQ is armed for us (cq.c). */
+	while (timeo && !signal_pending(current)) {
+		rstream_cq_poll(rs);
+		if (rstream_connect_writable(rs))
+			break;
+		sk_wait_event(sk, &timeo, rstream_connect_writable(rs), &wait);
+	}
+	remove_wait_queue(sk_sleep(sk), &wait);
+}
+
 static int rstream_rdma_connect(struct socket *sock, struct sockaddr *addr,
 				int addrlen, int flags)
 {
@@ -482,6 +516,8 @@ static int rstream_rdma_connect(struct socket *sock, struct sockaddr *addr,
 	if (sk->sk_state == TCP_ESTABLISHED) {
 		sock->state = SS_CONNECTED;
 		err = 0;
+		if (timeo)
+			rstream_wait_first_grant(rs, timeo);
 	} else {
 		sock->state = SS_UNCONNECTED;
 		err = sock_error(sk) ?: -ECONNREFUSED;

@@ -2000,6 +2000,33 @@ TEST_F(conn, waitall_waits_for_pieces)
 	EXPECT_GT(t0 + 300 + PROMPT_MS, now_ms());
 }
 
+/*
+ * A send the moment a blocking connect() returns finds room, as on TCP:
+ * the listener offers its ring as a grant, once established (before, on
+ * the debug kernel, conn.dontwait_empty_eagain's send failed with EAGAIN
+ * after connect() and accept()).  And poll() says POLLOUT at once.
+ */
+TEST(send_at_once_after_connect)
+{
+	struct pollfd p = { .events = POLLOUT };
+	int l, c, s, round;
+	struct ep bound;
+
+	for (round = 0; round < 8; round++) {
+		l = make_listener(_metadata, AF_INET, 0, 8, &bound);
+		c = make_client(_metadata, &bound, 0);
+		p.fd = c;
+		EXPECT_EQ(1, poll(&p, 1, 0)) TH_LOG("round %d: not writable",
+						    round);
+		EXPECT_EQ(1, send(c, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL))
+			TH_LOG("round %d: %s", round, strerror(errno));
+		s = accept_one(_metadata, l);
+		close(s);
+		close(c);
+		close(l);
+	}
+}
+
 TEST_F(conn, dontwait_empty_eagain)
 {
 	char c;
