@@ -285,11 +285,13 @@ redis_set_get_and_benchmark() {
 # inherited listener, serving a 3 MB file with sendfile() to curl, which
 # sets TCP_NODELAY and the keepalive options; the body must be the file.
 # Then a plain TCP curl from the same listener.
-nginx_serves_curl() {
+# nginx_setup <blob bytes> <http lines> <listen>: nginx's files in $ng,
+# two workers, a blob of that size to serve, and the server started.
+nginx_setup() {
 	ng=/tmp/run.nginx
 	rm -rf $ng
 	mkdir -p $ng/www
-	head -c 3000000 /dev/urandom > $ng/www/blob
+	head -c "$1" /dev/urandom > $ng/www/blob
 	cat > $ng/nginx.conf <<-EOF
 		user root;
 		worker_processes 2;
@@ -298,17 +300,20 @@ nginx_serves_curl() {
 		error_log $ng/error.log info;
 		events { worker_connections 64; }
 		http {
-			access_log $ng/access.log;
-			sendfile on;
-			tcp_nopush on;
+			$2
 			client_body_temp_path $ng/body;
 			proxy_temp_path $ng/proxy;
 			fastcgi_temp_path $ng/fastcgi;
 			uwsgi_temp_path $ng/uwsgi;
 			scgi_temp_path $ng/scgi;
-			server { listen $ADDR:20630; root $ng/www; }
+			server { listen $3; root $ng/www; }
 		}
 	EOF
+}
+
+nginx_serves_curl() {
+	nginx_setup 3000000 "access_log /tmp/run.nginx/access.log; sendfile on; tcp_nopush on;" \
+		"$ADDR:20630"
 	serve 20630 /tmp/run.server "$RUN -v" nginx -e $ng/error.log -p $ng \
 		-c $ng/nginx.conf
 	for wrap in "$RUN -v" ""; do
@@ -337,28 +342,9 @@ nginx_serves_curl() {
 # TCP alone.  Both workers must serve some of the plain curls, the
 # converted ones go over RDMA, and each must get the file.
 nginx_reuseport_workers() {
-	ng=/tmp/run.nginx
-	rm -rf $ng
-	mkdir -p $ng/www
-	head -c 100000 /dev/urandom > $ng/www/blob
-	cat > $ng/nginx.conf <<-EOF
-		user root;
-		worker_processes 2;
-		daemon off;
-		pid $ng/nginx.pid;
-		error_log $ng/error.log info;
-		events { worker_connections 64; }
-		http {
-			log_format worker "\$pid \$status";
-			access_log $ng/access.log worker;
-			client_body_temp_path $ng/body;
-			proxy_temp_path $ng/proxy;
-			fastcgi_temp_path $ng/fastcgi;
-			uwsgi_temp_path $ng/uwsgi;
-			scgi_temp_path $ng/scgi;
-			server { listen $ADDR:20631 reuseport; root $ng/www; }
-		}
-	EOF
+	# shellcheck disable=SC2016 # nginx's variables, not the shell's
+	nginx_setup 100000 'log_format worker "$pid $status"; access_log /tmp/run.nginx/access.log worker;' \
+		"$ADDR:20631 reuseport"
 	serve 20631 /tmp/run.server "$RUN -v" nginx -e $ng/error.log -p $ng \
 		-c $ng/nginx.conf
 	for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18; do
