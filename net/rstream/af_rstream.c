@@ -161,6 +161,12 @@ static struct rstream_sock *rstream_sock_alloc(struct net *net,
 		sk->sk_lingertime = parent->sk_lingertime;
 		sk->sk_reuse = parent->sk_reuse;
 		rs->reuseport = lrs->reuseport;
+#ifdef CONFIG_NET_RX_BUSY_POLL
+		/* As sk_clone_lock(): the listener's busy polling. */
+		sk->sk_ll_usec = READ_ONCE(parent->sk_ll_usec);
+		sk->sk_prefer_busy_poll = READ_ONCE(parent->sk_prefer_busy_poll);
+		sk->sk_busy_poll_budget = READ_ONCE(parent->sk_busy_poll_budget);
+#endif
 #ifdef CONFIG_MEMCG
 		/*
 		 * Charged where the listener is: its owner asked for the
@@ -179,6 +185,11 @@ static struct rstream_sock *rstream_sock_alloc(struct net *net,
 		rs->sq_size = rstream_param(RSTREAM_PARAM_SQSIZE);
 		rs->rq_size = rstream_param(RSTREAM_PARAM_RQSIZE);
 		rs->inline_size = rstream_param(RSTREAM_PARAM_INLINE);
+#ifdef CONFIG_NET_RX_BUSY_POLL
+		/* net.core.busy_read, or the module's polling time if longer. */
+		sk->sk_ll_usec = max_t(unsigned int, sk->sk_ll_usec,
+				       rstream_param(RSTREAM_PARAM_POLLING_TIME));
+#endif
 	}
 	sock_prot_inuse_add(net, &rstream_proto, 1);
 	return rs;
@@ -1214,9 +1225,12 @@ static int __init rstream_init(void)
 	err = rstream_proc_init();
 	if (err)
 		goto err_proto;
-	err = rstream_device_init();
+	err = rstream_cq_init();
 	if (err)
 		goto err_proc;
+	err = rstream_device_init();
+	if (err)
+		goto err_cq;
 
 	/* Last: once registered, sockets can be created. */
 	err = sock_register(&rstream_family_ops);
@@ -1238,6 +1252,8 @@ static int __init rstream_init(void)
 
 err_device:
 	rstream_device_exit();
+err_cq:
+	rstream_cq_exit();
 err_proc:
 	rstream_proc_exit();
 err_proto:
@@ -1252,6 +1268,7 @@ static void __exit rstream_exit(void)
 	/* No sockets remain: each holds a reference on this module. */
 	sock_unregister(rstream_family_ops.family);
 	rstream_device_exit();
+	rstream_cq_exit();
 	rstream_proc_exit();
 	proto_unregister(&rstream_proto);
 	/* Teardowns hold a socket, hence the module: none is left running. */

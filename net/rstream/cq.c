@@ -35,12 +35,24 @@
  *
  * The bits live in rs->cq_state, a word of their own: rs->flags is
  * rewritten whole when a socket starts again (af_rstream.c).
+ *
+ * Busy polling (SO_BUSY_POLL, RSTREAM_POLLING_TIME, net.core.busy_read
+ * and busy_poll) is the kernel's own: each CQ has a NAPI context, as a
+ * NIC's receive queue has, whose id is the socket's sk_napi_id.  The
+ * device never schedules it (irq_poll takes the CQ's events); it is there
+ * for napi_busy_loop(), which poll(), select() and epoll_wait() run by the
+ * core's rules, and recvmsg() and sendmsg() through rstream_cq_busy_poll()
+ * with an end of their own.  The contexts hang off one dummy net_device,
+ * the kernel's way to have NAPI without an interface.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/delay.h>
+#include <linux/netdevice.h>
 #include <linux/sched/clock.h>
+#include <linux/sched/signal.h>
 #include <linux/timer.h>
+#include <net/busy_poll.h>
 #include <net/tcp_states.h>
 #include <rdma/ib_verbs.h>
 
@@ -51,6 +63,26 @@
 #define RSTREAM_CQ_BUDGET	64
 /* How long an unarmed CQ may go unpolled before the backstop arms it. */
 #define RSTREAM_CQ_IDLE		max(1, HZ / 500)
+
+#ifdef CONFIG_NET_RX_BUSY_POLL
+/*
+ * A CQ's NAPI context.  It holds its socket until it is gone: taken out
+ * of the NAPI hash, then waited out (a busy loop that found it by its id
+ * lets go at its end, or when it yields the CPU and looks again), from a
+ * work item, so that a long spin on it elsewhere holds up nobody's
+ * teardown; freed a grace period later (RCU readers that found it).
+ */
+struct rstream_napi {
+	struct napi_struct napi;
+	struct rstream_sock *rs;
+	struct work_struct del_work;
+	struct rcu_head rcu;
+};
+
+/* The contexts' device; its NAPI list taken under rstream_napi_lock. */
+static struct net_device *rstream_napi_dev;
+static DEFINE_MUTEX(rstream_napi_lock);
+#endif
 
 /* RSTREAM_CQ_POLLING held, BHs off: handle up to @budget completions. */
 static int rstream_cq_process(struct rstream_sock *rs, int budget)
@@ -317,6 +349,188 @@ void rstream_cq_poll(struct rstream_sock *rs)
 	local_bh_enable();
 }
 
+#ifdef CONFIG_NET_RX_BUSY_POLL
+/*
+ * The NAPI context's poll: a busy loop (BHs off, the process spinning),
+ * or net_rx_action() (softirq) for what a busy loop left at its end.
+ * An armed CQ is polled too: a poll(), select() or epoll_wait() that
+ * spins is also on the wait queue, so the CQ is armed for it, and the
+ * spinner takes a completion as soon as it is there rather than after
+ * the event's softirq (which then finds it handled).  Once the CQ is
+ * gone (LIVE clear) the claim fails and the poll does nothing.
+ */
+static int rstream_cq_napi_poll(struct napi_struct *napi, int budget)
+{
+	struct rstream_sock *rs = container_of(napi, struct rstream_napi,
+					       napi)->rs;
+	int done = 0;
+
+	if (!budget)
+		return 0;
+	if (rstream_cq_claim(rs)) {
+		rs->cq_polls++;
+		done = rstream_cq_process(rs, budget);
+		if (done < budget)
+			rstream_cq_settle(rs);
+		rstream_cq_release(rs);
+	}
+	if (done < budget)
+		napi_complete_done(napi, done);
+	return done;
+}
+
+struct rstream_cq_busy {
+	struct rstream_sock *rs;
+	bool (*done)(struct rstream_sock *rs);
+	unsigned long deadline;		/* jiffies, or 0: no limit */
+};
+
+/* napi_busy_loop()'s end: process context, preemption off. */
+static bool rstream_cq_busy_end(void *arg, unsigned long start)
+{
+	struct rstream_cq_busy *b = arg;
+
+	return b->done(b->rs) || signal_pending(current) ||
+	       !test_bit(RSTREAM_CQ_LIVE, &b->rs->cq_state) ||
+	       sk_busy_loop_timeout(&b->rs->sk, start) ||
+	       (b->deadline && time_after_eq(jiffies, b->deadline));
+}
+#endif
+
+/**
+ * rstream_cq_busy_poll() - spin on the CQ before a blocking call sleeps
+ * @rs: the socket
+ * @done: true once the caller need not sleep (data, room, an error)
+ * @timeo: the caller's time left, which the spin counts against
+ *
+ * Up to the socket's busy-poll time (SO_BUSY_POLL), within *@timeo, until
+ * @done, a signal or the CQ's end; need_resched() lets others run, as in
+ * any busy loop.  Process context, sock lock held: released while we
+ * spin, so that another thread's call on the socket goes on meanwhile.
+ * Return: whether it spun (the caller looks again before it sleeps).
+ */
+bool rstream_cq_busy_poll(struct rstream_sock *rs,
+			  bool (*done)(struct rstream_sock *rs), long *timeo)
+{
+#ifdef CONFIG_NET_RX_BUSY_POLL
+	struct sock *sk = &rs->sk;
+	unsigned int id = READ_ONCE(sk->sk_napi_id);
+	struct rstream_cq_busy b = { .rs = rs, .done = done };
+	unsigned long start = jiffies;
+
+	if (!*timeo || !sk_can_busy_loop(sk) || id < MIN_NAPI_ID ||
+	    !test_bit(RSTREAM_CQ_LIVE, &rs->cq_state))
+		return false;
+	if (*timeo != MAX_SCHEDULE_TIMEOUT)
+		b.deadline = (start + *timeo) ?: 1;
+	release_sock(sk);
+	napi_busy_loop(id, rstream_cq_busy_end, &b,
+		       READ_ONCE(sk->sk_prefer_busy_poll),
+		       READ_ONCE(sk->sk_busy_poll_budget) ?: BUSY_POLL_BUDGET);
+	lock_sock(sk);
+	if (*timeo != MAX_SCHEDULE_TIMEOUT)
+		*timeo = max_t(long, *timeo - (long)(jiffies - start), 0);
+	return true;
+#else
+	return false;
+#endif
+}
+
+#ifdef CONFIG_NET_RX_BUSY_POLL
+/* The CQ's NAPI context, enabled; its id is the socket's.  Process context. */
+static int rstream_cq_napi_add(struct rstream_sock *rs)
+{
+	struct rstream_napi *rn;
+
+	rn = kzalloc(sizeof(*rn), GFP_KERNEL_ACCOUNT);
+	if (!rn)
+		return -ENOMEM;
+	rn->rs = rs;
+	sock_hold(&rs->sk);
+	mutex_lock(&rstream_napi_lock);
+	netif_napi_add(rstream_napi_dev, &rn->napi, rstream_cq_napi_poll);
+	mutex_unlock(&rstream_napi_lock);
+	napi_enable(&rn->napi);
+	rs->napi = rn;
+	WRITE_ONCE(rs->sk.sk_napi_id, rn->napi.napi_id);
+	return 0;
+}
+
+/*
+ * Work item: no new busy loop finds the context once it is off the hash;
+ * napi_disable() then waits for one that holds it.  The socket goes last.
+ */
+static void rstream_cq_napi_del_work(struct work_struct *work)
+{
+	struct rstream_napi *rn = container_of(work, struct rstream_napi,
+					       del_work);
+	struct sock *sk = &rn->rs->sk;
+
+	mutex_lock(&rstream_napi_lock);
+	__netif_napi_del(&rn->napi);
+	mutex_unlock(&rstream_napi_lock);
+	napi_disable(&rn->napi);
+	kfree_rcu(rn, rcu);
+	sock_put(sk);
+}
+
+/*
+ * After RSTREAM_CQ_LIVE is cleared, which ends our own busy loops and
+ * makes every later poll a no-op: let go of the context.  Any context.
+ */
+static void rstream_cq_napi_del(struct rstream_sock *rs)
+{
+	struct rstream_napi *rn = rs->napi;
+
+	if (!rn)
+		return;
+	rs->napi = NULL;
+	WRITE_ONCE(rs->sk.sk_napi_id, 0);
+	INIT_WORK(&rn->del_work, rstream_cq_napi_del_work);
+	queue_work(rstream_wq, &rn->del_work);
+}
+
+/* Module load and unload: the contexts' dummy device. */
+int rstream_cq_init(void)
+{
+	rstream_napi_dev = kzalloc(sizeof(*rstream_napi_dev), GFP_KERNEL);
+	if (!rstream_napi_dev)
+		return -ENOMEM;
+	init_dummy_netdev(rstream_napi_dev);
+	strscpy(rstream_napi_dev->name, KBUILD_MODNAME, IFNAMSIZ);
+	return 0;
+}
+
+/*
+ * No socket is left, so every context was taken off the device (each
+ * holds its socket until then).  Readers that found one by its id may
+ * still look at its device: a grace period first.
+ */
+void rstream_cq_exit(void)
+{
+	synchronize_rcu();
+	kfree(rstream_napi_dev);
+}
+#else
+static int rstream_cq_napi_add(struct rstream_sock *rs)
+{
+	return 0;
+}
+
+static void rstream_cq_napi_del(struct rstream_sock *rs)
+{
+}
+
+int rstream_cq_init(void)
+{
+	return 0;
+}
+
+void rstream_cq_exit(void)
+{
+}
+#endif
+
 /*
  * RSTREAM_CQ_POLLING held, BHs off: handle what the CQ holds, up to its
  * size (a peer that goes on writing does not keep us here), and arm it
@@ -382,6 +596,7 @@ int rstream_cq_create(struct rstream_sock *rs, u32 entries)
 {
 	struct ib_cq_init_attr attr = { .cqe = entries };
 	struct ib_cq *cq;
+	int ret;
 
 	rs->wc = kcalloc(RSTREAM_CQ_BATCH, sizeof(*rs->wc), GFP_KERNEL_ACCOUNT);
 	if (!rs->wc)
@@ -399,6 +614,9 @@ int rstream_cq_create(struct rstream_sock *rs, u32 entries)
 	/* rs->cq and rs->wc before LIVE; pairs with the claim's acquire. */
 	smp_mb__before_atomic();
 	set_bit(RSTREAM_CQ_LIVE, &rs->cq_state);
+	ret = rstream_cq_napi_add(rs);
+	if (ret)
+		return ret;
 	return ib_req_notify_cq(cq, IB_CQ_NEXT_COMP);
 }
 
@@ -412,6 +630,8 @@ void rstream_cq_destroy(struct rstream_sock *rs)
 		clear_bit(RSTREAM_CQ_LIVE, &rs->cq_state);
 		/* No new claim past this: claims test LIVE after the bit. */
 		smp_mb__after_atomic();
+		/* A busy loop on it ends, and none starts again. */
+		rstream_cq_napi_del(rs);
 		/* A poller holds the bit for one budget of completions. */
 		while (test_and_set_bit_lock(RSTREAM_CQ_POLLING, &rs->cq_state))
 			usleep_range(10, 100);

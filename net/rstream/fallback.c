@@ -67,6 +67,19 @@ static void rstream_fallback_sync_fields(struct sock *sk, struct sock *tsk)
 		WRITE_ONCE(tsk->sk_mark, READ_ONCE(sk->sk_mark));
 		sk_dst_reset(tsk);
 	}
+#ifdef CONFIG_NET_RX_BUSY_POLL
+	/* SO_BUSY_POLL and its companions: TCP busy-polls its NIC queue. */
+	if (unlikely(READ_ONCE(tsk->sk_ll_usec) != READ_ONCE(sk->sk_ll_usec)))
+		WRITE_ONCE(tsk->sk_ll_usec, READ_ONCE(sk->sk_ll_usec));
+	if (unlikely(READ_ONCE(tsk->sk_prefer_busy_poll) !=
+		     READ_ONCE(sk->sk_prefer_busy_poll)))
+		WRITE_ONCE(tsk->sk_prefer_busy_poll,
+			   READ_ONCE(sk->sk_prefer_busy_poll));
+	if (unlikely(READ_ONCE(tsk->sk_busy_poll_budget) !=
+		     READ_ONCE(sk->sk_busy_poll_budget)))
+		WRITE_ONCE(tsk->sk_busy_poll_budget,
+			   READ_ONCE(sk->sk_busy_poll_budget));
+#endif
 }
 
 /*

@@ -21,7 +21,8 @@
  * says which paths a transparent socket may take or took, RSTREAM_FALLBACK
  * why it took TCP (fallback.c); RSTREAM_CONNECT_TIMEOUT how long
  * connect() waits for RDMA; RSTREAM_REUSEPORT is SO_REUSEPORT for a
- * transparent socket (fallback.c).  Process context.
+ * transparent socket (fallback.c); RSTREAM_POLLING_TIME is the socket's
+ * busy-poll time (cq.c), SO_BUSY_POLL's.  Process context.
  */
 #include <linux/in6.h>
 #include <linux/ipv6.h>
@@ -142,6 +143,13 @@ int rstream_rdma_setsockopt(struct socket *sock, int level, int optname,
 		return -EINVAL;
 	if (copy_from_sockptr(&val, optval, sizeof(val)))
 		return -EFAULT;
+	/*
+	 * SO_BUSY_POLL's time under rsocket's name, with the core's rules
+	 * for it; the core takes the sock lock itself.
+	 */
+	if (level == SOL_RDMA && optname == RSTREAM_POLLING_TIME)
+		return sock_setsockopt(sock, SOL_SOCKET, SO_BUSY_POLL,
+				       KERNEL_SOCKPTR(&val), sizeof(val));
 
 	lock_sock(sk);
 	switch (level) {
@@ -337,6 +345,11 @@ int rstream_rdma_getsockopt(struct socket *sock, int level, int optname,
 		case RSTREAM_REUSEPORT:
 			val = rs->reuseport;
 			break;
+#ifdef CONFIG_NET_RX_BUSY_POLL
+		case RSTREAM_POLLING_TIME:
+			val = READ_ONCE(sk->sk_ll_usec);
+			break;
+#endif
 		case RDMA_ROUTE:
 			release_sock(sk);
 			return -EOPNOTSUPP;

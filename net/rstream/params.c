@@ -43,6 +43,8 @@
 #define RSTREAM_SQ_DEFAULT_SIZE	64
 #define RSTREAM_RQ_DEFAULT_SIZE	128
 #define RSTREAM_INLINE_DEFAULT	64
+/* Microseconds: a second of spinning is more than any wait is worth. */
+#define RSTREAM_POLLING_TIME_MAX	1000000
 /* Pages; 0 takes a quarter of the RAM (mem.c). */
 #define RSTREAM_MEM_LIMIT_MAX	(UINT_MAX - 1)
 
@@ -94,6 +96,11 @@ struct rstream_param rstream_params[RSTREAM_PARAM_COUNT] = {
 	[RSTREAM_PARAM_MEM_LIMIT] = {
 		.name = "mem_limit", .value = 0, .dflt = 0,
 		.min = 0, .max = RSTREAM_MEM_LIMIT_MAX,
+	},
+	/* Off by default, as TCP's busy polling (net.core.busy_read). */
+	[RSTREAM_PARAM_POLLING_TIME] = {
+		.name = "polling_time", .value = 0, .dflt = 0,
+		.min = 0, .max = RSTREAM_POLLING_TIME_MAX,
 	},
 };
 EXPORT_SYMBOL_IF_KUNIT(rstream_params);
@@ -199,3 +206,8 @@ module_param_cb(mem_limit, &rstream_param_ops,
 		&rstream_params[RSTREAM_PARAM_MEM_LIMIT], 0644);
 MODULE_PARM_DESC(mem_limit,
 		 "pages all connections together may pin: rings, target arrays, queues (default 0: a quarter of the RAM); a connection over it is refused with ENOBUFS");
+
+module_param_cb(polling_time, &rstream_param_ops,
+		&rstream_params[RSTREAM_PARAM_POLLING_TIME], 0644);
+MODULE_PARM_DESC(polling_time,
+		 "microseconds a blocking call on a new socket busy-polls before it sleeps (its SO_BUSY_POLL time), when more than net.core.busy_read (0..1000000, default 0: off)");

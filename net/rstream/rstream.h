@@ -37,6 +37,7 @@ struct mem_cgroup;
 
 struct rdma_cm_id;
 struct ib_cq;
+struct rstream_napi;
 struct ib_pd;
 struct ib_qp;
 struct ib_mr;
@@ -183,6 +184,7 @@ struct rstream_sock {
 	struct hrtimer cork_timer;	/* ends a short cork (cq.c) */
 	unsigned int cq_polls;		/* process polls, for the timer */
 	unsigned int cq_polls_seen;
+	struct rstream_napi *napi;	/* the CQ's busy-poll context (cq.c) */
 	struct ib_qp *qp;
 	struct rstream_buf ring;	/* receive ring, remote write */
 	struct rstream_buf sgl;		/* target SGL array, remote write */
@@ -363,6 +365,7 @@ enum rstream_param_id {
 	RSTREAM_PARAM_RQSIZE,
 	RSTREAM_PARAM_INLINE,
 	RSTREAM_PARAM_MEM_LIMIT,
+	RSTREAM_PARAM_POLLING_TIME,
 	RSTREAM_PARAM_COUNT
 };
 
@@ -556,6 +559,10 @@ void rstream_cq_destroy(struct rstream_sock *rs);
 void rstream_cq_poll(struct rstream_sock *rs);
 void rstream_cq_drain(struct rstream_sock *rs);
 bool rstream_cq_try_drain(struct rstream_sock *rs);
+bool rstream_cq_busy_poll(struct rstream_sock *rs,
+			  bool (*done)(struct rstream_sock *rs), long *timeo);
+int rstream_cq_init(void);
+void rstream_cq_exit(void);
 bool rstream_tx_cork_window(struct rstream_sock *rs, u64 *left);
 
 void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc);

@@ -173,6 +173,13 @@ static void rstream_rx_take(struct rstream_sock *rs, u32 n)
 	}
 }
 
+/* A blocking reader's busy loop ends: something to read or report. */
+static bool rstream_rx_busy_done(struct rstream_sock *rs)
+{
+	return rstream_rx_ready(rs) || READ_ONCE(rs->sk.sk_err) ||
+	       rstream_rx_eof(rs);
+}
+
 int rstream_rdma_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 			 int flags)
 {
@@ -183,6 +190,7 @@ int rstream_rdma_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	/* TCP's MSG_TRUNC: the bytes are consumed and thrown away. */
 	bool discard = flags & MSG_TRUNC;
 	size_t copied = 0, target;
+	bool spun = false;
 	long timeo;
 	int err = 0;
 
@@ -249,6 +257,7 @@ int rstream_rdma_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 			if (err)
 				break;
 			copied += n;
+			spun = false;
 			if (!peek) {
 				spin_lock_bh(&rs->lock);
 				rstream_rx_take(rs, n);
@@ -280,6 +289,17 @@ int rstream_rdma_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		err = rstream_may_wait(timeo);
 		if (err)
 			break;
+		/*
+		 * Spin (busy polling) before the sleep, once for each wait
+		 * for more; not for more than a peek has seen, which the
+		 * spin's end does not count.
+		 */
+		if (!spun && !(peek && copied)) {
+			spun = true;
+			if (rstream_cq_busy_poll(rs, rstream_rx_busy_done,
+						 &timeo))
+				continue;
+		}
 		add_wait_queue(sk_sleep(sk), &wait);
 		/*
 		 * A waiter now: this poll arms the CQ, and what it finds in

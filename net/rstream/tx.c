@@ -677,13 +677,19 @@ static int rstream_tx_error(struct rstream_sock *rs)
 	return sock_error(&rs->sk) ?: -EPIPE;
 }
 
+/* A blocked writer's busy loop ends: room, or nothing more to send on. */
+static bool rstream_tx_busy_done(struct rstream_sock *rs)
+{
+	return rstream_tx_stopped(rs) || rstream_tx_writable(rs);
+}
+
 int rstream_rdma_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 {
 	struct sock *sk = sock->sk;
 	struct rstream_sock *rs = rstream_sk(sk);
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
 	int flags = msg->msg_flags;
-	bool polled = false, behind = false, more;
+	bool polled = false, spun = false, behind = false, more;
 	size_t copied = 0;
 	long timeo;
 	int err = 0;
@@ -742,6 +748,14 @@ int rstream_rdma_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			err = rstream_may_wait(timeo);
 			if (err)
 				break;
+			/* Spin (busy polling) once for each wait for room. */
+			if (!spun) {
+				spun = true;
+				if (rstream_cq_busy_poll(rs,
+							 rstream_tx_busy_done,
+							 &timeo))
+					continue;
+			}
 			add_wait_queue(sk_sleep(sk), &wait);
 			/* A waiter now: the CQ is armed for the room. */
 			rstream_cq_poll(rs);
@@ -782,6 +796,7 @@ int rstream_rdma_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			break;
 		}
 		copied += len;
+		spun = false;
 		if (READ_ONCE(rs->stall_at))
 			WRITE_ONCE(rs->stall_at, 0);
 	}

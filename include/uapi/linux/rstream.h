@@ -109,6 +109,17 @@
  */
 #define RSTREAM_REUSEPORT	0x1005
 
+/*
+ * RSTREAM_POLLING_TIME (int, microseconds): how long a blocking recv or
+ * send busy-polls the connection's completion queue before it sleeps, as
+ * rsocket's polling_time.  It is the socket's SO_BUSY_POLL time, read
+ * and set either way, with SO_BUSY_POLL's rules.  New sockets start with
+ * the module parameter polling_time, or net.core.busy_read if longer;
+ * accepted ones with their listener's.  poll(), select() and
+ * epoll_wait() busy-poll by net.core.busy_poll.
+ */
+#define RSTREAM_POLLING_TIME	0x1006
+
 struct rstream_info {
 	char	ri_device[64];		/* the RDMA device, as ibv_devices names it */
 	__u32	ri_port;		/* its port */

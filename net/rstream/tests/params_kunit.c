@@ -30,6 +30,7 @@ static void rstream_param_defaults_test(struct kunit *test)
 		{ RSTREAM_PARAM_RQSIZE, "rqsize_default", 128 },
 		{ RSTREAM_PARAM_INLINE, "inline_default", 64 },
 		{ RSTREAM_PARAM_MEM_LIMIT, "mem_limit", 0 },
+		{ RSTREAM_PARAM_POLLING_TIME, "polling_time", 0 },
 	};
 	unsigned int i;
 

@@ -822,7 +822,7 @@ static void some_opt(struct thread *t, int *level, int *name)
 		break;
 	case 2:
 		*level = SOL_RDMA;
-		*name = chance(&t->rng, 40) ? RSTREAM_TCP_LISTEN + (int)below(&t->rng, 6) :
+		*name = chance(&t->rng, 40) ? RSTREAM_TCP_LISTEN + (int)below(&t->rng, 8) :
 					      (int)below(&t->rng, 7) - 1;
 		break;
 	case 3:
@@ -870,6 +870,12 @@ static void do_setsockopt(struct thread *t)
 		/* Short enough that the threads still stop. */
 		v.tv.tv_sec = below(&t->rng, 3);
 		v.tv.tv_usec = below(&t->rng, 1000000);
+	}
+	if ((level == SOL_SOCKET && name == SO_BUSY_POLL) ||
+	    (level == SOL_RDMA && name == RSTREAM_POLLING_TIME)) {
+		/* Spins, as sleeps, short enough that the threads stop. */
+		if (chance(&t->rng, 90))
+			v.i[0] = below(&t->rng, 20000);
 	}
 	len = chance(&t->rng, 70) ? sizeof(int) : lens[below(&t->rng, 10)];
 	if (chance(&t->rng, 3))

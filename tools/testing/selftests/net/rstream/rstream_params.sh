@@ -17,7 +17,8 @@ wmem_default 131072 4096 268435456
 sqsize_default 64 16 65534
 rqsize_default 128 16 65534
 inline_default 64 16 65534
-mem_limit 0 0 4294967294"
+mem_limit 0 0 4294967294
+polling_time 0 0 1000000"
 
 param_field() {	# param_field <name> <column 2..4>
 	echo "$PARAM_TABLE" | awk -v p="$1" -v c="$2" '$1 == p { print $c }'
@@ -76,6 +77,7 @@ sysfs_rejects_sqsize_default() { sysfs_rejects sqsize_default; }
 sysfs_rejects_rqsize_default() { sysfs_rejects rqsize_default; }
 sysfs_rejects_inline_default() { sysfs_rejects inline_default; }
 sysfs_rejects_mem_limit() { sysfs_rejects mem_limit; }
+sysfs_rejects_polling_time() { sysfs_rejects polling_time; }
 
 # sysfs_accepts <param>: both ends of the range, then the default back
 sysfs_accepts() {
@@ -93,6 +95,7 @@ sysfs_accepts_sqsize_default() { sysfs_accepts sqsize_default; }
 sysfs_accepts_rqsize_default() { sysfs_accepts rqsize_default; }
 sysfs_accepts_inline_default() { sysfs_accepts inline_default; }
 sysfs_accepts_mem_limit() { sysfs_accepts mem_limit; }
+sysfs_accepts_polling_time() { sysfs_accepts polling_time; }
 
 # load_rejects <param>=<value>: the load fails and says why
 load_rejects() {
@@ -117,6 +120,7 @@ load_rejects_sqsize_default() { load_rejects sqsize_default=15; }
 load_rejects_rqsize_default() { load_rejects rqsize_default=65535; }
 load_rejects_inline_default() { load_rejects inline_default=abc; }
 load_rejects_mem_limit() { load_rejects mem_limit=4294967295; }
+load_rejects_polling_time() { load_rejects polling_time=1000001; }
 
 load_accepts_range_ends() {
 	unload_rstream
@@ -171,13 +175,15 @@ run_tests defaults_are_rsockets modinfo_describes_every_parameter \
 	sysfs_rejects_mem_default sysfs_rejects_wmem_default \
 	sysfs_rejects_sqsize_default sysfs_rejects_rqsize_default \
 	sysfs_rejects_inline_default sysfs_rejects_mem_limit \
+	sysfs_rejects_polling_time \
 	sysfs_accepts_mem_default sysfs_accepts_wmem_default \
 	sysfs_accepts_sqsize_default sysfs_accepts_rqsize_default \
 	sysfs_accepts_inline_default sysfs_accepts_mem_limit \
+	sysfs_accepts_polling_time \
 	load_rejects_family_0 load_rejects_family_46 \
 	load_rejects_family_of_linux load_rejects_mem_default \
 	load_rejects_wmem_default load_rejects_sqsize_default \
 	load_rejects_rqsize_default load_rejects_inline_default \
-	load_rejects_mem_limit \
+	load_rejects_mem_limit load_rejects_polling_time \
 	load_accepts_range_ends load_fails_on_family_in_use \
 	load_with_other_family

@@ -37,6 +37,11 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sched.h>
+#include <linux/capability.h>
 #include <linux/rstream.h>
 #include <linux/sockios.h>
 
@@ -3868,6 +3873,428 @@ TEST_F_TIMEOUT(slow, hundred_parallel_connections, 60)
 	free(buf);
 	free(p);
 	free(e);
+}
+
+/*
+ * Busy polling: a blocking call spins on the connection's completion
+ * queue, through the kernel's NAPI busy loop, before it sleeps.  What
+ * shows it: the caller's voluntary context switches (a sleep each) and
+ * TcpExt BusyPollRxPackets, which the busy loop counts (completions
+ * handled while spinning).  The variants set the time with SO_BUSY_POLL,
+ * with SOL_RDMA's RSTREAM_POLLING_TIME, or not at all, the control.
+ */
+
+#define BUSY_ROUNDS	60
+#define BUSY_LONG_US	1000000		/* longer than any reply takes */
+
+/* TcpExt's BusyPollRxPackets in /proc/net/netstat, or -1. */
+static long long busy_poll_packets(void)
+{
+	char names[4096], values[4096];
+	long long v = -1;
+	FILE *f = fopen("/proc/net/netstat", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(names, sizeof(names), f) &&
+	       fgets(values, sizeof(values), f)) {
+		char *n, *x, *sn, *sv;
+		int i;
+
+		if (strncmp(names, "TcpExt:", 7))
+			continue;
+		n = strtok_r(names, "\n ", &sn);
+		x = strtok_r(values, "\n ", &sv);
+		for (i = 0; n && x; i++) {
+			if (!strcmp(n, "BusyPollRxPackets"))
+				v = atoll(x);
+			n = strtok_r(NULL, "\n ", &sn);
+			x = strtok_r(NULL, "\n ", &sv);
+		}
+	}
+	fclose(f);
+	return v;
+}
+
+static long voluntary_switches(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_nvcsw;
+}
+
+static int write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	int ret;
+
+	if (!f)
+		return -1;
+	ret = fputs(text, f) < 0 ? -1 : 0;
+	return fclose(f) || ret ? -1 : 0;
+}
+
+/*
+ * An echo peer in a child process: @rounds times, a byte read from @fd
+ * (blocking) and written back, each after @delay_ms; the parent reaps it.
+ */
+static pid_t echo_child(int fd, int rounds, int delay_ms, int cpu)
+{
+	pid_t pid = fork();
+	char b;
+	int i;
+
+	if (pid)
+		return pid;
+	if (cpu >= 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+		sched_setaffinity(0, sizeof(set), &set);
+	}
+	for (i = 0; i < rounds; i++) {
+		if (GUARDED(read(fd, &b, 1)) != 1)
+			_exit(1);
+		if (delay_ms)
+			usleep(delay_ms * 1000);
+		if (write(fd, &b, 1) != 1)
+			_exit(2);
+	}
+	_exit(0);
+}
+
+static int child_status(pid_t pid)
+{
+	int st = -1;
+
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+}
+
+FIXTURE(busy) {
+	int l, c, s;
+	char busy_poll[32];	/* net.core.busy_poll as it was */
+};
+
+FIXTURE_VARIANT(busy) {
+	int level, name;	/* how the time is set; 0: it is not */
+};
+
+FIXTURE_VARIANT_ADD(busy, so_busy_poll) {
+	.level = SOL_SOCKET, .name = SO_BUSY_POLL,
+};
+
+FIXTURE_VARIANT_ADD(busy, polling_time) {
+	.level = SOL_RDMA, .name = RSTREAM_POLLING_TIME,
+};
+
+FIXTURE_VARIANT_ADD(busy, off) {
+	.level = 0,
+};
+
+#define BUSY_SYSCTL	"/proc/sys/net/core/busy_poll"
+
+FIXTURE_SETUP(busy)
+{
+	FILE *f = fopen(BUSY_SYSCTL, "r");
+
+	ASSERT_NE(NULL, f);
+	ASSERT_NE(NULL, fgets(self->busy_poll, sizeof(self->busy_poll), f));
+	fclose(f);
+	pair_open(_metadata, 0, &self->l, &self->c, &self->s);
+	ASSERT_LE(0, busy_poll_packets()) TH_LOG("no BusyPollRxPackets");
+}
+
+FIXTURE_TEARDOWN(busy)
+{
+	write_text(BUSY_SYSCTL, self->busy_poll);
+	pair_close(&self->l, &self->c, &self->s);
+}
+
+/* The busy-poll time on @fd, in microseconds, set by @level's @name. */
+static void busy_set(struct __test_metadata *_metadata, int level, int name,
+		     int fd, int us)
+{
+	if (!level)
+		return;
+	ASSERT_EQ(0, set_int(fd, level, name, us))
+		TH_LOG("busy-poll time: %s", strerror(errno));
+	ASSERT_EQ(us, int_opt(fd, SOL_SOCKET, SO_BUSY_POLL));
+	ASSERT_EQ(us, int_opt(fd, SOL_RDMA, RSTREAM_POLLING_TIME));
+}
+
+/*
+ * What BUSY_ROUNDS replies cost the waiter, by @how: 'r' blocking recv,
+ * 'p' poll() then recv, 'e' epoll_wait() then recv.
+ */
+static void busy_ping(struct __test_metadata *_metadata, int c, int s,
+		      char how, long *switches, long long *packets)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	long long p0;
+	long sw0;
+	pid_t pid;
+	int ep = -1, i;
+	char b = 'x';
+
+	if (how == 'e') {
+		ep = epoll_create1(0);
+		ASSERT_LE(0, ep);
+		ASSERT_EQ(0, epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
+	}
+	pid = echo_child(s, BUSY_ROUNDS, 0, -1);
+	ASSERT_LE(0, pid);
+	p0 = busy_poll_packets();
+	sw0 = voluntary_switches();
+	for (i = 0; i < BUSY_ROUNDS; i++) {
+		struct pollfd pf = { .fd = c, .events = POLLIN };
+
+		ASSERT_EQ(1, write(c, &b, 1));
+		if (how == 'p')
+			ASSERT_EQ(1, GUARDED(poll(&pf, 1, -1)));
+		if (how == 'e')
+			ASSERT_EQ(1, GUARDED(epoll_wait(ep, &ev, 1, -1)));
+		ASSERT_EQ(1, GUARDED(recv(c, &b, 1, 0)))
+			TH_LOG("round %d: %s", i, strerror(errno));
+	}
+	*switches = voluntary_switches() - sw0;
+	*packets = busy_poll_packets() - p0;
+	EXPECT_EQ(0, child_status(pid));
+	if (ep >= 0)
+		close(ep);
+	TH_LOG("%c: %d replies, %ld sleeps, %lld completions busy-polled",
+	       how, BUSY_ROUNDS, *switches, *packets);
+}
+
+/*
+ * With busy polling the waiter spins for some completions (irq_poll may
+ * take the others first) and sleeps for fewer replies: none in recv(),
+ * which yields the CPU and spins on; poll() ends its spin and sleeps
+ * when another task wants the CPU (the core's rule).  Without, it
+ * sleeps for most and spins for none.
+ */
+static void busy_expect(struct __test_metadata *_metadata, bool on,
+			long switches, long long packets)
+{
+	if (on) {
+		EXPECT_LT(0, packets);
+		EXPECT_GT(BUSY_ROUNDS * 3 / 4, switches);
+	} else {
+		EXPECT_EQ(0, packets);
+		EXPECT_LE(BUSY_ROUNDS / 2, switches);
+	}
+}
+
+TEST_F(busy, recv_spins_instead_of_sleeping)
+{
+	long long packets;
+	long switches;
+
+	busy_set(_metadata, variant->level, variant->name, self->c, BUSY_LONG_US);
+	busy_ping(_metadata, self->c, self->s, 'r', &switches, &packets);
+	busy_expect(_metadata, variant->level, switches, packets);
+}
+
+/* poll() spins by net.core.busy_poll, on sockets with a busy-poll time. */
+TEST_F(busy, poll_spins_instead_of_sleeping)
+{
+	long long packets;
+	long switches;
+
+	busy_set(_metadata, variant->level, variant->name, self->c, BUSY_LONG_US);
+	ASSERT_EQ(0, write_text(BUSY_SYSCTL, "1000000"));
+	busy_ping(_metadata, self->c, self->s, 'p', &switches, &packets);
+	busy_expect(_metadata, variant->level, switches, packets);
+}
+
+/* epoll_wait() too, from the socket's NAPI id that it learns. */
+TEST_F(busy, epoll_spins_instead_of_sleeping)
+{
+	long long packets;
+	long switches;
+
+	busy_set(_metadata, variant->level, variant->name, self->c, BUSY_LONG_US);
+	ASSERT_EQ(0, write_text(BUSY_SYSCTL, "1000000"));
+	busy_ping(_metadata, self->c, self->s, 'e', &switches, &packets);
+	/* epoll spins on the sysctl alone: the control spins as well. */
+	busy_expect(_metadata, true, switches, packets);
+}
+
+/* A writer waiting for room spins for the peer's grant. */
+TEST_F(busy, send_spins_for_room)
+{
+	static char buf[1 << 20];
+	long long p0, packets;
+	ssize_t n, total = 0;
+	pid_t pid;
+
+	busy_set(_metadata, variant->level, variant->name, self->c, BUSY_LONG_US);
+	while ((n = send(self->c, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		total += n;
+	ASSERT_EQ(EAGAIN, errno);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		/* Reads it all after a moment, with the bytes to come. */
+		ssize_t left = total + sizeof(buf), r;
+
+		usleep(100 * 1000);
+		while (left > 0) {
+			r = GUARDED(recv(self->s, buf, sizeof(buf), 0));
+			if (r <= 0)
+				_exit(1);
+			left -= r;
+		}
+		_exit(0);
+	}
+	p0 = busy_poll_packets();
+	ASSERT_EQ((long)sizeof(buf),
+		  GUARDED(send(self->c, buf, sizeof(buf), 0)));
+	packets = busy_poll_packets() - p0;
+	EXPECT_EQ(0, child_status(pid));
+	TH_LOG("%zd bytes before the wait, %lld completions busy-polled",
+	       total, packets);
+	/* Some with busy polling, none without. */
+	EXPECT_EQ(!!variant->level, packets > 0);
+}
+
+/* A signal ends the spin: the call returns EINTR, not after the spin. */
+TEST_F(busy, signal_ends_the_spin)
+{
+	struct itimerval it = { .it_value = { .tv_usec = 200000 } };
+	long long start = now_ms(), took;
+	char b;
+
+	busy_set(_metadata, variant->level, variant->name, self->c, 5 * BUSY_LONG_US);
+	ASSERT_EQ(0, setitimer(ITIMER_REAL, &it, NULL));
+	EXPECT_EQ(EINTR, errno_of(recv(self->c, &b, 1, 0)));
+	took = now_ms() - start;
+	TH_LOG("EINTR after %lld ms (signal at 200)", took);
+	EXPECT_GT(1500, took);
+}
+
+/* SO_RCVTIMEO bounds the spin as it bounds the sleep. */
+TEST_F(busy, rcvtimeo_bounds_the_spin)
+{
+	long long start = now_ms(), took;
+	char b;
+
+	busy_set(_metadata, variant->level, variant->name, self->c, 5 * BUSY_LONG_US);
+	set_timeo(_metadata, self->c, SO_RCVTIMEO, 300);
+	EXPECT_EQ(EAGAIN, errno_of(GUARDED(recv(self->c, &b, 1, 0))));
+	took = now_ms() - start;
+	TH_LOG("EAGAIN after %lld ms (SO_RCVTIMEO 300)", took);
+	EXPECT_LE(290, took);
+	EXPECT_GT(1500, took);
+}
+
+/*
+ * A spinner lets others run (need_resched()): the echo peer, on the same
+ * CPU, answers while the waiter spins for up to 5 s.
+ */
+TEST_F(busy, spinner_yields_the_cpu)
+{
+	long long start, took;
+	cpu_set_t set, old;
+	char b = 'y';
+	pid_t pid;
+
+	busy_set(_metadata, variant->level, variant->name, self->c, 5 * BUSY_LONG_US);
+	ASSERT_EQ(0, sched_getaffinity(0, sizeof(old), &old));
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	ASSERT_EQ(0, sched_setaffinity(0, sizeof(set), &set));
+	pid = echo_child(self->s, 1, 50, 0);
+	ASSERT_LE(0, pid);
+	start = now_ms();
+	ASSERT_EQ(1, write(self->c, &b, 1));
+	EXPECT_EQ(1, GUARDED(recv(self->c, &b, 1, 0)));
+	took = now_ms() - start;
+	sched_setaffinity(0, sizeof(old), &old);
+	EXPECT_EQ(0, child_status(pid));
+	TH_LOG("the reply after %lld ms (the peer waits 50)", took);
+	EXPECT_GT(2000, took);
+}
+
+/* Each connection has a NAPI id of its own (SO_INCOMING_NAPI_ID). */
+TEST_F(busy, napi_id_per_connection)
+{
+	int c = int_opt(self->c, SOL_SOCKET, SO_INCOMING_NAPI_ID);
+	int s = int_opt(self->s, SOL_SOCKET, SO_INCOMING_NAPI_ID);
+
+	EXPECT_LT(0, c);
+	EXPECT_LT(0, s);
+	EXPECT_NE(c, s);
+}
+
+#define POLLING_PARAM	"/sys/module/rstream/parameters/polling_time"
+
+/* Drop CAP_NET_ADMIN from the effective set (this process: a child). */
+static int drop_net_admin(void)
+{
+	struct __user_cap_header_struct h = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d))
+		return -1;
+	d[CAP_NET_ADMIN / 32].effective &= ~(1u << (CAP_NET_ADMIN % 32));
+	return syscall(SYS_capset, &h, d);
+}
+
+/*
+ * RSTREAM_POLLING_TIME is SO_BUSY_POLL's time with SO_BUSY_POLL's rules,
+ * privileged or not; the module parameter polling_time starts new
+ * sockets with it; accepted sockets take their listener's.
+ */
+TEST(polling_time_rules)
+{
+	int fd = rs_socket(AF_INET, 0), l, c, s;
+	struct ep bound;
+	pid_t pid;
+
+	guard_init();
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(0, int_opt(fd, SOL_RDMA, RSTREAM_POLLING_TIME));
+	EXPECT_EQ(EINVAL, errno_of(set_int(fd, SOL_RDMA,
+					   RSTREAM_POLLING_TIME, -1)));
+	EXPECT_EQ(0, set_int(fd, SOL_SOCKET, SO_BUSY_POLL, 70));
+	EXPECT_EQ(70, int_opt(fd, SOL_RDMA, RSTREAM_POLLING_TIME));
+	EXPECT_EQ(0, set_int(fd, SOL_RDMA, RSTREAM_POLLING_TIME, 80));
+	EXPECT_EQ(80, int_opt(fd, SOL_SOCKET, SO_BUSY_POLL));
+	close(fd);
+
+	ASSERT_EQ(0, write_text(POLLING_PARAM, "50"));
+	fd = rs_socket(AF_INET, 0);
+	EXPECT_EQ(50, int_opt(fd, SOL_SOCKET, SO_BUSY_POLL));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		/* Without CAP_NET_ADMIN: whatever one allows, so does the other. */
+		int a, b;
+
+		if (drop_net_admin())
+			_exit(2);
+		a = errno_of(set_int(fd, SOL_RDMA, RSTREAM_POLLING_TIME, 51));
+		b = errno_of(set_int(fd, SOL_SOCKET, SO_BUSY_POLL, 52));
+		_exit(a != b);
+	}
+	EXPECT_EQ(0, child_status(pid)) TH_LOG("unprivileged: the two differ");
+	close(fd);
+	EXPECT_EQ(0, write_text(POLLING_PARAM, "0"));
+
+	l = make_listener(_metadata, AF_INET, 0, 1, &bound);
+	ASSERT_EQ(0, set_int(l, SOL_RDMA, RSTREAM_POLLING_TIME, 123));
+	c = make_client(_metadata, &bound, 0);
+	s = accept_one(_metadata, l);
+	EXPECT_EQ(123, int_opt(s, SOL_SOCKET, SO_BUSY_POLL));
+	EXPECT_EQ(0, int_opt(c, SOL_SOCKET, SO_BUSY_POLL));
+	close(s);
+	close(c);
+	close(l);
 }
 
 int main(int argc, char **argv)
