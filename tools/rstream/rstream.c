@@ -67,6 +67,7 @@ static struct {
 	int buffer_size;	/* -B */
 	int inline_size;	/* -i */
 	int keepalive;		/* -k */
+	int busy_poll;		/* --busy-poll, microseconds */
 	int all_sizes;		/* -S all */
 	int custom;		/* -I, -C or -S SIZE given */
 	int use_tcp;		/* -T s */
@@ -292,6 +293,15 @@ static void set_keepalive(int fd)
 		printf("  time: %i\n", val);
 }
 
+/* --busy-poll: SO_BUSY_POLL, on TCP as on AF_RSTREAM. */
+static void set_busy_poll(int fd)
+{
+	int val = opt.busy_poll;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &val, sizeof(val)))
+		perror("setsockopt SO_BUSY_POLL");
+}
+
 /* Options as rdma-core's tool sets them, errors ignored as there. */
 static void set_options(int fd, enum inline_choice inl)
 {
@@ -312,6 +322,8 @@ static void set_options(int fd, enum inline_choice inl)
 	}
 	if (opt.keepalive)
 		set_keepalive(fd);
+	if (opt.busy_poll)
+		set_busy_poll(fd);
 }
 
 static struct addrinfo *resolve(const char *host, int passive)
@@ -627,6 +639,7 @@ static void print_usage(FILE *out, const char *prog)
 		"\t[-p port_number]\n"
 		"\t[-k keepalive_time]\n"
 		"\t[-T test_option]\n"
+		"\t[--busy-poll usec]\n"
 		"\t    s|sockets - use standard tcp/ip sockets\n"
 		"\t    a|async - asynchronous operation (use poll)\n"
 		"\t    b|blocking - use blocking calls\n"
@@ -641,6 +654,7 @@ int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "help", no_argument, NULL, 'h' },
+		{ "busy-poll", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int op, n;
@@ -670,9 +684,14 @@ int main(int argc, char **argv)
 		case 'I':
 		case 'C':
 		case 'k':
+		case 'P':
 			if (n < 0 || ((op == 'I' || op == 'C') && n == 0)) {
-				fprintf(stderr, "%s: -%c %s: not a valid number\n",
-					argv[0], op, optarg);
+				if (op == 'P')
+					fprintf(stderr, "%s: --busy-poll %s: not a valid number\n",
+						argv[0], optarg);
+				else
+					fprintf(stderr, "%s: -%c %s: not a valid number\n",
+						argv[0], op, optarg);
 				print_usage(stderr, argv[0]);
 				return 1;
 			}
@@ -682,6 +701,8 @@ int main(int argc, char **argv)
 				opt.inline_size = n;
 			else if (op == 'k')
 				opt.keepalive = n;
+			else if (op == 'P')
+				opt.busy_poll = n;
 			else if (op == 'I')
 				iterations = n;
 			else
