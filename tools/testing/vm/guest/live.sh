@@ -19,6 +19,7 @@ PORT=9400
 CUT_S=14
 GO=/tmp/rstream_live.go
 GO2=/tmp/rstream_live.go2
+CUT=/tmp/rstream_live.cut
 CASES="recv poll epoll stream idle"
 
 barrier() {	# barrier <port>: both guests get past it together
@@ -35,7 +36,7 @@ barrier() {	# barrier <port>: both guests get past it together
 	fi
 }
 
-# The bound of each case, in ms after the go: keepalive 3 s idle, then
+# The bound of each case, in ms after the cut: keepalive 3 s idle, then
 # three probes a second apart; a user timeout of 4 s.
 bound() {
 	case $1 in
@@ -109,7 +110,7 @@ remove_device() {
 }
 
 open_cases() {
-	rm -f $GO $GO2
+	rm -f $GO $GO2 $CUT
 	barrier 9301
 	n=0 pids=
 	for t in tcp rdma; do
@@ -130,6 +131,9 @@ open_cases() {
 	barrier 9302
 	touch $GO
 	barrier 9303
+	# Guest a cuts the wire as it leaves the barrier: the cases time
+	# their ends from here, however long after the go it came.
+	touch $CUT
 	# The longest case: the idle ones, 20 s, then up to 30 s for the echo.
 	# shellcheck disable=SC2086
 	wait $pids
