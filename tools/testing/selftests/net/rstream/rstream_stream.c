@@ -4070,17 +4070,19 @@ static void busy_ping(struct __test_metadata *_metadata, int c, int s,
 
 /*
  * With busy polling the waiter spins for some completions (irq_poll may
- * take the others first) and sleeps for fewer replies: none in recv(),
- * which yields the CPU and spins on; poll() ends its spin and sleeps
- * when another task wants the CPU (the core's rule).  Without, it
- * sleeps for most and spins for none.
+ * take the others first) and, in recv() and epoll_wait(), which yield the
+ * CPU and spin on, sleeps for few replies.  poll() ends its spin and
+ * sleeps whenever another task wants the CPU (the core's rule), which on
+ * the debug kernel is for most replies: its sleeps are not counted.
+ * Without busy polling, the waiter sleeps for most and spins for none.
  */
 static void busy_expect(struct __test_metadata *_metadata, bool on,
-			long switches, long long packets)
+			bool sleeps, long switches, long long packets)
 {
 	if (on) {
 		EXPECT_LT(0, packets);
-		EXPECT_GT(BUSY_ROUNDS * 3 / 4, switches);
+		if (sleeps)
+			EXPECT_GT(BUSY_ROUNDS / 4, switches);
 	} else {
 		EXPECT_EQ(0, packets);
 		EXPECT_LE(BUSY_ROUNDS / 2, switches);
@@ -4094,7 +4096,7 @@ TEST_F(busy, recv_spins_instead_of_sleeping)
 
 	busy_set(_metadata, variant->level, variant->name, self->c, BUSY_LONG_US);
 	busy_ping(_metadata, self->c, self->s, 'r', &switches, &packets);
-	busy_expect(_metadata, variant->level, switches, packets);
+	busy_expect(_metadata, variant->level, true, switches, packets);
 }
 
 /* poll() spins by net.core.busy_poll, on sockets with a busy-poll time. */
@@ -4106,7 +4108,7 @@ TEST_F(busy, poll_spins_instead_of_sleeping)
 	busy_set(_metadata, variant->level, variant->name, self->c, BUSY_LONG_US);
 	ASSERT_EQ(0, write_text(BUSY_SYSCTL, "1000000"));
 	busy_ping(_metadata, self->c, self->s, 'p', &switches, &packets);
-	busy_expect(_metadata, variant->level, switches, packets);
+	busy_expect(_metadata, variant->level, false, switches, packets);
 }
 
 /* epoll_wait() too, from the socket's NAPI id that it learns. */
@@ -4119,7 +4121,7 @@ TEST_F(busy, epoll_spins_instead_of_sleeping)
 	ASSERT_EQ(0, write_text(BUSY_SYSCTL, "1000000"));
 	busy_ping(_metadata, self->c, self->s, 'e', &switches, &packets);
 	/* epoll spins on the sysctl alone: the control spins as well. */
-	busy_expect(_metadata, true, switches, packets);
+	busy_expect(_metadata, true, true, switches, packets);
 }
 
 /* A writer waiting for room spins for the peer's grant. */
