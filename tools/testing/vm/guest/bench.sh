@@ -9,30 +9,32 @@
 # TCP sockets inside, at both ends); raw RDMA writes
 # (ib_write_lat, ib_write_bw) at the sizes the targets compare with; then
 # 1,000 connections held open and set up one after another, over
-# AF_RSTREAM and over TCP; and real programs (iperf3, redis) over
+# AF_RSTREAM, rsockets and TCP; and real programs (iperf3, redis) over
 # AF_RSTREAM through rstream-run beside the same programs over TCP.
 # Every measurement is repeated
 # RSTREAM_BENCH_RUNS times, interleaved so that drift hits all alike.
 #
 # Output, one figure per line, for the host (rig/bench.py) to reduce:
 #   R <tool> <run> <test> <Gb/s> <usec/xfer>     rstream(1) results
+#   U <tool> <run> <CPU seconds> <bytes>         what a whole sequence cost
 #   L <run> <bytes> <usec typical>               ib_write_lat
 #   W <run> <bytes> <Gb/s>                       ib_write_bw
 #   C <af> <run> <conns> <ms> <KiB used>         held connections
 #   A <figure> <af> <run> <value>                real programs
 # Anything else is shown as it is.
 #
-# RSTREAM_BENCH_ONLY (words: stream, transparent, raw, conn, apps) limits
-# what runs;
+# RSTREAM_BENCH_ONLY (words: stream, block, busy, transparent, raw, conn,
+# apps) limits what runs;
 # RSTREAM_BENCH_PERF="<tool>:<test> ..." records a system-wide profile
 # (perf, call graphs) while each test named runs in the first repetition;
 # conn:rstream and conn:tcp name the 1,000 connects.
 
 RUNS=${RSTREAM_BENCH_RUNS:-3}
-ONLY=${RSTREAM_BENCH_ONLY:-"stream transparent raw conn apps"}
+ONLY=${RSTREAM_BENCH_ONLY:-"stream block busy transparent raw conn apps"}
 ADDR=192.0.2.1
 OURS=/usr/lib/rstream/selftests/rstream
 CMD=/usr/lib/rstream/selftests/rstream_cmd
+RPEER=/usr/lib/rstream/selftests/rstream_rpeer
 RUNNER=/usr/lib/rstream/selftests/rstream-run
 RSTREAM_PRELOAD=/usr/lib/rstream/selftests/librstream-preload.so
 export RSTREAM_PRELOAD
@@ -115,13 +117,21 @@ perf_report() {
 	rm -f /tmp/perf.data
 }
 
+# CPU time used so far, all CPUs, in hundredths of a second (USER_HZ):
+# user, nice, system, irq, softirq and steal.
+cpu_busy() {
+	awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+}
+
 # stream_run <tool name> <binary> <port> <options>...: with $wrap (words)
-# before the binary at both ends, if set.
+# before the binary at both ends, if set.  Also the CPU time the run
+# took, both ends and the kernel, and the bytes it moved.
 stream_run() {
 	name=$1
 	tool=$2
 	port=$3
 	shift 3
+	cpu0=$(cpu_busy)
 	# shellcheck disable=SC2086 # the wrapper is words
 	$wrap "$tool" -p "$port" "$@" > "/tmp/bench-server.$name" 2>&1 &
 	server=$!
@@ -137,10 +147,27 @@ stream_run() {
 		sleep 0.2
 	done
 	wait $server
+	cpu1=$(cpu_busy)
 	awk -v t="$name" -v r="$run" 'NF == 8 && $1 != "name" {
 		print "R", t, r, $1, $7, $8 }' "/tmp/bench-client.$name"
+	# Bytes: each test's time over its time per transfer, times the size.
+	awk -v t="$name" -v r="$run" -v cpu=$((cpu1 - cpu0)) '
+		NF == 8 && $1 != "name" && $8 > 0 {
+			n = $2; m = 1
+			if (n ~ /k$/) m = 1024
+			if (n ~ /m$/) m = 1048576
+			sub(/[km]$/, "", n)
+			b += n * m * ($6 + 0) * 1e6 / $8
+		}
+		END { if (b) print "U", t, r, cpu / 100, b }' \
+		"/tmp/bench-client.$name"
 	perf_report
 }
+
+# The busy-poll time both tools get in the busy columns, in microseconds:
+# longer than any reply of the latency tests takes here.
+BUSY_US=1000
+RSOCKET_POLLING=/etc/rdma/rsocket/polling_time
 
 raw_lat() {	# raw_lat <bytes>
 	ib_write_lat -d rxe0 -s "$1" -n 1000 > /tmp/raw.server 2>&1 &
@@ -197,10 +224,19 @@ conn_run() {
 	[ "$af" = tcp ] && env="RSTREAM_CMD_TCP=1"
 	port=$((PORT + run))
 	[ "$af" = tcp ] && port=$((port + 50))
+	[ "$af" = rsockets ] && port=$((port + 25))
+	serve="$CMD serve,$ADDR,$port"
+	fill="$CMD fill,$ADDR,$port,$CONNS pause"
+	if [ "$af" = rsockets ]; then
+		# The same, through librdmacm's rsocket API.
+		serve="$RPEER server rsocket $ADDR $port connects=$CONNS"
+		fill="$RPEER client rsocket $ADDR $port connects=$CONNS"
+	fi
 	ulimit -n 4096
 	before=$(mem_used)
 	[ "$run" = 1 ] && mem_sites > /tmp/sites.before
-	env $env $CMD "serve,$ADDR,$port" > /tmp/conn.serve 2>&1 &
+	# shellcheck disable=SC2086 # the commands are words
+	env $env $serve > /tmp/conn.serve 2>&1 &
 	server=$!
 	sleep 1
 	perf=
@@ -213,14 +249,18 @@ conn_run() {
 			perf=$!
 		} ;;
 	esac
-	env $env $CMD "fill,$ADDR,$port,$CONNS" pause > /tmp/conn.fill 2>&1 &
+	# shellcheck disable=SC2086
+	env $env $fill > /tmp/conn.fill 2>&1 &
 	client=$!
 	# The client times the connects itself.  Look once a second: each
 	# look forks grep and sleep, which under TCG cost the CPUs enough to
 	# slow the connects they are waiting for (at ten looks a second they
 	# took a tenth of a profile of them).
+	# rsockets' set-up is slower: up to 600 s for its 1,000.
+	limit=120
+	[ "$af" = rsockets ] && limit=600
 	i=0
-	until grep -q "^pause:" /tmp/conn.fill || [ $i -ge 120 ]; do
+	until grep -q "^pause:" /tmp/conn.fill || [ $i -ge $limit ]; do
 		i=$((i + 1))
 		sleep 1
 	done
@@ -242,7 +282,7 @@ conn_run() {
 	fi
 	made=$(awk '/^fill: [0-9]+ made$/ { n = $2 } /^fill-time:/ { t = $2 }
 		    END { if (n) print n, t }' /tmp/conn.fill)
-	[ -n "$made" ] || echo "# $af: $(cat /tmp/conn.fill)"
+	[ -n "$made" ] || echo "# $af: $(tail -n 3 /tmp/conn.fill | tr '\n' ' ')"
 	echo "C $af $run ${made:-0 0} $((after - before))"
 	kill -USR1 $client $server 2>/dev/null
 	wait $client $server
@@ -331,6 +371,37 @@ stream_columns() {
 	fi
 }
 
+# Blocking calls (-T b), both tools as they come (rsockets polls for its
+# default polling_time, 10 us, before it sleeps; AF_RSTREAM not at all),
+# then both busy-polling for BUSY_US (SO_BUSY_POLL; rsockets' polling_time
+# file); reversed in even runs.
+blocking_columns() {
+	wants block || return 0
+	wrap=
+	if [ $((run % 2)) -eq 1 ]; then
+		stream_run rstream_blk $OURS 7486 -T b
+		stream_run rsockets_blk /usr/bin/rstream 7487 -T b
+	else
+		stream_run rsockets_blk /usr/bin/rstream 7487 -T b
+		stream_run rstream_blk $OURS 7486 -T b
+	fi
+}
+
+busy_columns() {
+	wants busy || return 0
+	wrap=
+	mkdir -p "${RSOCKET_POLLING%/*}"
+	echo $BUSY_US > $RSOCKET_POLLING
+	if [ $((run % 2)) -eq 1 ]; then
+		stream_run rstream_busy $OURS 7488 -T b --busy-poll $BUSY_US
+		stream_run rsockets_busy /usr/bin/rstream 7489 -T b
+	else
+		stream_run rsockets_busy /usr/bin/rstream 7489 -T b
+		stream_run rstream_busy $OURS 7488 -T b --busy-poll $BUSY_US
+	fi
+	rm -f $RSOCKET_POLLING
+}
+
 # The transparent columns: over RDMA, kept on TCP (reversed in even runs).
 transparent_columns() {
 	wants transparent || return 0
@@ -359,9 +430,13 @@ while [ $run -le "$RUNS" ]; do
 	# in the reverse order, so the medians carry no place.
 	if [ $((run % 2)) -eq 1 ]; then
 		stream_columns
+		blocking_columns
+		busy_columns
 		transparent_columns
 	else
 		transparent_columns
+		busy_columns
+		blocking_columns
 		stream_columns
 	fi
 	if wants raw; then
@@ -374,6 +449,7 @@ while [ $run -le "$RUNS" ]; do
 	fi
 	if wants conn; then
 		conn_run rstream
+		conn_run rsockets
 		conn_run tcp
 	fi
 	if wants apps; then

@@ -36,6 +36,12 @@
  *                   reads as ECONNRESET, an AF_RSTREAM one's as the end
  *   peer_closes_send  the server sends until send() blocks (the client
  *                   reads nothing); the client closes: send() must fail
+ *   connects=N      set-up time: the client makes N connections one
+ *                   after another, holding them, and prints "fill: N
+ *                   made" and "fill-time: MS ms" as rstream_cmd's fill
+ *                   does, then "pause: waiting" and holds them until a
+ *                   signal; the server accepts and holds N (for make
+ *                   bench, which compares rsockets' set-up with ours)
  *   no_answer       the server listens with rdma_cm itself and never
  *                   reads its events, so a connection request to it is
  *                   never answered, until LIMIT (server only; rsockets
@@ -269,6 +275,66 @@ static void listen_no_answer(const struct addrinfo *ai)
 	pause();
 }
 
+/*
+ * connects=N: N connections made one after another and held, timed at
+ * the client; the server holds what it accepts.  Ends at a signal.
+ */
+static void connects(const char *addr, const char *port, int server,
+		     unsigned long long n)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICHOST }, *ai;
+	int family, fd, one = 1, ret;
+	unsigned long long made = 0;
+	double t;
+
+	ret = getaddrinfo(addr, port, &hints, &ai);
+	if (ret)
+		fail("getaddrinfo %s: %s", addr, gai_strerror(ret));
+	family = api->family ? api->family : ai->ai_family;
+	alarm(0);
+	if (server) {
+		fd = api->socket(family, SOCK_STREAM, 0);
+		api->setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
+				sizeof(one));
+		if (fd < 0 || api->bind(fd, ai->ai_addr, ai->ai_addrlen) ||
+		    api->listen(fd, 128))
+			fail("bind/listen %s:%s: %s", addr, port,
+			     strerror(errno));
+		printf("listening\n");
+		fflush(stdout);
+		for (; made < n; made++)
+			if (api->accept(fd, NULL, NULL) < 0)
+				fail("accept %llu: %s", made, strerror(errno));
+		printf("serve: held %llu\n", made);
+		fflush(stdout);
+		pause();
+		_exit(0);
+	}
+	t = now();
+	for (; made < n; made++) {
+		fd = api->socket(family, SOCK_STREAM, 0);
+		if (fd < 0 || api->connect(fd, ai->ai_addr, ai->ai_addrlen)) {
+			printf("fill: %llu made, then %s\n", made,
+			       strerror(errno));
+			break;
+		}
+		/* Progress, for a run cut short: the rate so far. */
+		if ((made + 1) % 100 == 0) {
+			printf("progress: %llu in %.1f ms\n", made + 1,
+			       (now() - t) * 1e3);
+			fflush(stdout);
+		}
+	}
+	if (made == n)
+		printf("fill: %llu made\n", made);
+	printf("fill-time: %.1f ms\n", (now() - t) * 1e3);
+	printf("pause: waiting\n");
+	fflush(stdout);
+	pause();
+	_exit(0);
+}
+
 static int open_conn(const char *addr, const char *port, int server)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
@@ -429,6 +495,8 @@ int main(int argc, char **argv)
 	alarm(argc == 7 ? atoi(argv[6]) : 300);
 	signal(SIGPIPE, SIG_IGN);
 
+	if (!strcmp(scenario, "connects") && count)
+		connects(argv[3], argv[4], server, count);
 	no_answer = !strcmp(scenario, "no_answer");
 	fd = open_conn(argv[3], argv[4], server);
 	if (!strcmp(scenario, "small_sends") && (!eq || count)) {
