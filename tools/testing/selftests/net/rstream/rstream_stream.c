@@ -4089,39 +4089,41 @@ static void busy_expect(struct __test_metadata *_metadata, bool on,
 	}
 }
 
+/*
+ * A ping-pong waited for by @how (busy_ping()); poll() and epoll_wait()
+ * spin by net.core.busy_poll, poll() only on sockets with a busy-poll
+ * time, epoll_wait() on the sysctl alone (the control spins as well).
+ */
+static void busy_case(struct __test_metadata *_metadata, int level,
+		      int name, int c, int s, char how)
+{
+	long long packets;
+	long switches;
+
+	busy_set(_metadata, level, name, c, BUSY_LONG_US);
+	if (how != 'r')
+		ASSERT_EQ(0, write_text(BUSY_SYSCTL, "1000000"));
+	busy_ping(_metadata, c, s, how, &switches, &packets);
+	busy_expect(_metadata, level || how == 'e', how != 'p', switches,
+		    packets);
+}
+
 TEST_F(busy, recv_spins_instead_of_sleeping)
 {
-	long long packets;
-	long switches;
-
-	busy_set(_metadata, variant->level, variant->name, self->c, BUSY_LONG_US);
-	busy_ping(_metadata, self->c, self->s, 'r', &switches, &packets);
-	busy_expect(_metadata, variant->level, true, switches, packets);
+	busy_case(_metadata, variant->level, variant->name, self->c, self->s,
+		  'r');
 }
 
-/* poll() spins by net.core.busy_poll, on sockets with a busy-poll time. */
 TEST_F(busy, poll_spins_instead_of_sleeping)
 {
-	long long packets;
-	long switches;
-
-	busy_set(_metadata, variant->level, variant->name, self->c, BUSY_LONG_US);
-	ASSERT_EQ(0, write_text(BUSY_SYSCTL, "1000000"));
-	busy_ping(_metadata, self->c, self->s, 'p', &switches, &packets);
-	busy_expect(_metadata, variant->level, false, switches, packets);
+	busy_case(_metadata, variant->level, variant->name, self->c, self->s,
+		  'p');
 }
 
-/* epoll_wait() too, from the socket's NAPI id that it learns. */
 TEST_F(busy, epoll_spins_instead_of_sleeping)
 {
-	long long packets;
-	long switches;
-
-	busy_set(_metadata, variant->level, variant->name, self->c, BUSY_LONG_US);
-	ASSERT_EQ(0, write_text(BUSY_SYSCTL, "1000000"));
-	busy_ping(_metadata, self->c, self->s, 'e', &switches, &packets);
-	/* epoll spins on the sysctl alone: the control spins as well. */
-	busy_expect(_metadata, true, true, switches, packets);
+	busy_case(_metadata, variant->level, variant->name, self->c, self->s,
+		  'e');
 }
 
 /* A writer waiting for room spins for the peer's grant. */
