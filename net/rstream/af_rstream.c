@@ -83,6 +83,8 @@ static void rstream_destruct(struct sock *sk)
 {
 	struct rstream_sock *rs = rstream_sk(sk);
 
+	/* Zero-copy notifications nobody read (zc.c). */
+	skb_queue_purge(&sk->sk_error_queue);
 	rstream_conn_free(rs);
 	rstream_mem_uncharge(rs, true);
 	mutex_destroy(&rs->cm_lock);
@@ -90,6 +92,20 @@ static void rstream_destruct(struct sock *sk)
 }
 
 static struct rstream_sock *rstream_child_alloc(struct rstream_sock *lrs);
+
+/*
+ * Where the kernel lets a family have SOL_SOCKET's options
+ * (SOCK_CUSTOM_SOCKOPT, from 6.2; vsock does the same), they come to
+ * rstream_setsockopt(): SO_ZEROCOPY, which the core refuses to families
+ * other than TCP's, UDP's and RDS's, is set there (options.c).
+ */
+static void rstream_sock_graft(struct sock *sk, struct socket *sock)
+{
+	sock_graft(sk, sock);
+#ifdef SOCK_CUSTOM_SOCKOPT
+	set_bit(SOCK_CUSTOM_SOCKOPT, &sock->flags);
+#endif
+}
 
 /*
  * A new socket of this family: for socket(), or a connection arriving on
@@ -553,7 +569,7 @@ static int rstream_accept_tcp(struct sock *sk, struct socket *tcp,
 		return -ENOMEM;
 	}
 	lock_sock(&child->sk);
-	sock_graft(&child->sk, newsock);
+	rstream_sock_graft(&child->sk, newsock);
 	newsock->state = SS_CONNECTED;
 	rstream_fallback_adopt(child, tcp);
 	release_sock(&child->sk);
@@ -619,7 +635,7 @@ static int rstream_accept_common(struct socket *sock, struct socket *newsock,
 		return rstream_accept_tcp(sk, tcp, newsock, kern);
 
 	lock_sock(&child->sk);
-	sock_graft(&child->sk, newsock);
+	rstream_sock_graft(&child->sk, newsock);
 	newsock->state = SS_CONNECTED;
 	release_sock(&child->sk);
 	return 0;
@@ -722,7 +738,9 @@ static __poll_t rstream_poll_mask(struct rstream_sock *rs)
 	}
 	/* After the flags: a dead connection's error is set before it dies. */
 	smp_rmb();
-	if (READ_ONCE(sk->sk_err))
+	/* As tcp_poll(): zero-copy notifications are errors to poll. */
+	if (READ_ONCE(sk->sk_err) ||
+	    !skb_queue_empty_lockless(&sk->sk_error_queue))
 		mask |= EPOLLERR;
 	return mask;
 }
@@ -1033,6 +1051,10 @@ static int rstream_setsockopt(struct socket *sock, int level, int optname,
 	u8 paths = rstream_paths(rs);
 	int err;
 
+	/* Only with SOCK_CUSTOM_SOCKOPT (rstream_sock_graft()). */
+	if (level == SOL_SOCKET)
+		return rstream_sol_socket_setsockopt(sock, optname, optval,
+						     optlen);
 	if (level == SOL_RDMA || !rs->tcp || !(paths & RSTREAM_PATH_TCP))
 		return rstream_rdma_setsockopt(sock, level, optname, optval,
 					       optlen);
@@ -1110,6 +1132,9 @@ static int rstream_recvmsg(struct socket *sock, struct msghdr *msg,
 
 	if (rstream_on_tcp(rs))
 		return rstream_fallback_recvmsg(rs, msg, len, flags);
+	/* The error queue is read at once, as TCP's, whatever the path. */
+	if (flags & MSG_ERRQUEUE)
+		return rstream_rdma_recvmsg(sock, msg, len, flags);
 	err = rstream_wait_path(rs, sock_rcvtimeo(sock->sk,
 						  flags & MSG_DONTWAIT));
 	if (err)
@@ -1199,7 +1224,7 @@ static int rstream_create(struct net *net, struct socket *sock, int protocol,
 	lockdep_set_class(&sock->wq.wait.lock, &rstream_wq_lock_key);
 	sock->state = SS_UNCONNECTED;
 	sock->ops = &rstream_stream_ops;
-	sock_graft(&rs->sk, sock);
+	rstream_sock_graft(&rs->sk, sock);
 	return 0;
 }
 

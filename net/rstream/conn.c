@@ -253,13 +253,27 @@ int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id,
 	attr.qp_type = IB_QPT_RC;
 	attr.cap.max_send_wr = rstream_conn_send_wrs(rs->sq_size);
 	attr.cap.max_recv_wr = rstream_conn_recv_wrs(rs->rq_size);
-	attr.cap.max_send_sge = 2;	/* the staging ring wraps */
+	/*
+	 * Two for the staging ring, which wraps; a zero-copy write's pages
+	 * take one each (zc.c), as many as the device allows.
+	 */
+	attr.cap.max_send_sge = clamp_t(u32, rs->ibdev->attrs.max_send_sge, 2,
+					RSTREAM_ZC_PAGES);
 	attr.cap.max_recv_sge = 1;
 	attr.cap.max_inline_data = rs->inline_size;
 	rs->qp = ib_create_qp(rs->pd, &attr);
+	if (IS_ERR(rs->qp) && attr.cap.max_send_sge > 2) {
+		/*
+		 * Larger work requests may cut the queue a device allows:
+		 * zero-copy writes then take two pages at a time.
+		 */
+		attr.cap.max_send_sge = 2;
+		rs->qp = ib_create_qp(rs->pd, &attr);
+	}
 	if (IS_ERR(rs->qp) && rs->inline_size) {
 		/* Some devices refuse the inline size: go without. */
 		attr.cap.max_inline_data = 0;
+		rs->inline_size = 0;
 		rs->qp = ib_create_qp(rs->pd, &attr);
 	}
 	if (IS_ERR(rs->qp)) {
@@ -267,7 +281,13 @@ int rstream_conn_create(struct rstream_sock *rs, struct rdma_cm_id *id,
 		rs->qp = NULL;
 		goto out;
 	}
-	rs->inline_size = attr.cap.max_inline_data;
+	/*
+	 * A device may give more than was asked (soft-RoCE's inline room is
+	 * that of the scatter entries): the threshold stays the one asked.
+	 */
+	rs->inline_size = min_t(u32, rs->inline_size,
+				attr.cap.max_inline_data);
+	rs->tx_pages = min_t(u32, attr.cap.max_send_sge, RSTREAM_ZC_PAGES);
 
 	err = rstream_buf_alloc(&rs->sgl, rs->pd, RSTREAM_SGL_BYTES,
 				DMA_BIDIRECTIONAL,
@@ -612,6 +632,8 @@ void rstream_conn_destroy(struct rstream_sock *rs)
 		rs->qp = NULL;
 	}
 	rstream_cq_destroy(rs);
+	/* Nothing completes any more: unmap with the device still ours. */
+	rstream_tx_zc_drop(rs);
 	rstream_buf_unregister(&rs->ring);
 	rstream_buf_unregister(&rs->sgl);
 	rstream_buf_unregister(&rs->sbuf);
@@ -795,6 +817,7 @@ void rstream_conn_teardown(struct rstream_sock *rs)
 void rstream_conn_init(struct rstream_sock *rs)
 {
 	spin_lock_init(&rs->lock);
+	spin_lock_init(&rs->zc_lock);
 	mutex_init(&rs->cm_lock);
 	spin_lock_init(&rs->qp_event_lock);
 	init_completion(&rs->reg_done);

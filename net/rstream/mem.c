@@ -66,7 +66,8 @@ static u64 rstream_dev_bytes(const struct rstream_sock *rs)
 	u32 sq = min_t(u32, rs->sq_size, RSTREAM_QP_MAX);
 	u32 rq = min_t(u32, rs->rq_size, RSTREAM_QP_MAX);
 	u32 send = RSTREAM_DEV_SEND_WQE +
-		   max_t(u32, 2 * RSTREAM_DEV_SGE, rs->inline_size);
+		   max_t(u32, RSTREAM_ZC_PAGES * RSTREAM_DEV_SGE,
+			 rs->inline_size);
 
 	return rstream_queue_bytes(rstream_conn_send_wrs(sq), send) +
 	       rstream_queue_bytes(rstream_conn_recv_wrs(rq),

@@ -22,7 +22,9 @@
  * why it took TCP (fallback.c); RSTREAM_CONNECT_TIMEOUT how long
  * connect() waits for RDMA; RSTREAM_REUSEPORT is SO_REUSEPORT for a
  * transparent socket (fallback.c); RSTREAM_POLLING_TIME is the socket's
- * busy-poll time (cq.c), SO_BUSY_POLL's.  Process context.
+ * busy-poll time (cq.c), SO_BUSY_POLL's; RSTREAM_ZEROCOPY is SO_ZEROCOPY
+ * (zc.c), which the core of kernels before 6.2 refuses to any family of
+ * ours.  Process context.
  */
 #include <linux/in6.h>
 #include <linux/ipv6.h>
@@ -51,6 +53,43 @@ static int rstream_set_paths(struct rstream_sock *rs, u32 val)
 	return 0;
 }
 
+/*
+ * SO_ZEROCOPY, by either name: sends with MSG_ZEROCOPY may go from the
+ * caller's pages (zc.c).  A transparent socket's TCP side gets the flag
+ * with the others it reads (fallback.c).  Sock lock held.
+ */
+static int rstream_set_zerocopy(struct rstream_sock *rs, int val)
+{
+	if (val < 0 || val > 1)
+		return -EINVAL;
+	sock_valbool_flag(&rs->sk, SOCK_ZEROCOPY, val);
+	return 0;
+}
+
+/*
+ * SOL_SOCKET, on kernels that give it to the family (af_rstream.c):
+ * SO_ZEROCOPY is ours, the core sets everything else as it does on
+ * kernels that do not.
+ */
+int rstream_sol_socket_setsockopt(struct socket *sock, int optname,
+				  sockptr_t optval, unsigned int optlen)
+{
+	struct sock *sk = sock->sk;
+	int val, err;
+
+	if (optname != SO_ZEROCOPY)
+		return sock_setsockopt(sock, SOL_SOCKET, optname, optval,
+				       optlen);
+	if (optlen < sizeof(val))
+		return -EINVAL;
+	if (copy_from_sockptr(&val, optval, sizeof(val)))
+		return -EFAULT;
+	lock_sock(sk);
+	err = rstream_set_zerocopy(rstream_sk(sk), val);
+	release_sock(sk);
+	return err;
+}
+
 static int rstream_set_rdma(struct rstream_sock *rs, int optname, u32 val)
 {
 	switch (optname) {
@@ -67,6 +106,8 @@ static int rstream_set_rdma(struct rstream_sock *rs, int optname, u32 val)
 		return 0;
 	case RSTREAM_REUSEPORT:
 		return rstream_fallback_reuseport(rs, !!val);
+	case RSTREAM_ZEROCOPY:
+		return rstream_set_zerocopy(rs, (int)val);
 	case RSTREAM_FALLBACK:
 	case RSTREAM_INFO:
 		return -EINVAL;		/* read only */
@@ -344,6 +385,9 @@ int rstream_rdma_getsockopt(struct socket *sock, int level, int optname,
 			break;
 		case RSTREAM_REUSEPORT:
 			val = rs->reuseport;
+			break;
+		case RSTREAM_ZEROCOPY:
+			val = sock_flag(sk, SOCK_ZEROCOPY);
 			break;
 #ifdef CONFIG_NET_RX_BUSY_POLL
 		case RSTREAM_POLLING_TIME:

@@ -171,8 +171,11 @@ static inline bool rstream_tx_has_credit(const struct rstream_tx_state *tx)
  * size the slot index jumps at the wrap and a new post could take the slot
  * of a write still in flight.
  */
+struct rstream_zc;
+
 struct rstream_sq_slot {
 	u64 sbuf_end;		/* staging bytes released by its completion */
+	struct rstream_zc *zc;	/* zero-copy pages and notifications, or NULL */
 	u8 signaled;
 	u8 ctrl;		/* counts against the control slots */
 };

@@ -10,6 +10,7 @@
 #include <linux/completion.h>
 #include <linux/dma-direction.h>
 #include <linux/scatterlist.h>
+#include <linux/sizes.h>
 #include <linux/hrtimer.h>
 #include <linux/timer.h>
 #include <linux/sched/signal.h>
@@ -41,6 +42,26 @@ struct rstream_napi;
 struct ib_pd;
 struct ib_qp;
 struct ib_mr;
+
+/*
+ * zc.c: one zero-copy write, from the sender's pages.  A write carries at
+ * most 64 KiB (rsocket's RS_MAX_TRANSFER), which spans at most this many
+ * pages, each one scatter entry (the queue pair is made with as many
+ * where the device allows, conn.c).
+ */
+#define RSTREAM_ZC_PAGES	(SZ_64K / PAGE_SIZE + 1)
+
+struct rstream_zc {
+	struct rstream_zc *next;	/* on a slot's chain, or a list to free */
+	struct ubuf_info *uarg;		/* its send's notification */
+	u32 len;
+	u32 offset;			/* into the first page */
+	u8 npages;
+	u8 mapped;			/* of those, mapped for the device */
+	/* A marker (rstream_zc_marker()) ends here. */
+	struct page *pages[RSTREAM_ZC_PAGES];
+	struct ib_sge sge[RSTREAM_ZC_PAGES];
+};
 
 /*
  * buf.c: memory the HCA reads or writes, registered as one memory region
@@ -217,6 +238,14 @@ struct rstream_sock {
 	u64 sbuf_head;			/* bytes copied in, ever */
 	u64 sbuf_sent;			/* of those, posted (the rest corked) */
 	u64 sbuf_tail;			/* bytes whose sends completed */
+	u32 zc_bytes;			/* in zero-copy writes in flight */
+	/*
+	 * Held, inside rs->lock, from taking finished zero-copy writes off
+	 * their slots to the end of giving them back (tx.c): notifications
+	 * are queued in order.
+	 */
+	spinlock_t zc_lock;
+	u8 tx_pages;			/* scatter entries a zero-copy write may use */
 	u64 tx_last_send;		/* local_clock() at the last sendmsg's end */
 	u64 tx_rx_mark;			/* rx.written at the last data write */
 	u64 tx_hold_until;		/* MSG_MORE/TCP_CORK hold ends; 0: none */
@@ -289,7 +318,7 @@ struct rstream_sock {
 #define RSTREAM_TCP_FLAGS	(BIT(SOCK_KEEPOPEN) | BIT(SOCK_LINGER) |      \
 				 BIT(SOCK_URGINLINE) | BIT(SOCK_LOCALROUTE) | \
 				 BIT(SOCK_RCVTSTAMP) | BIT(SOCK_RCVTSTAMPNS) | \
-				 BIT(SOCK_TSTAMP_NEW))
+				 BIT(SOCK_TSTAMP_NEW) | BIT(SOCK_ZEROCOPY))
 
 static inline struct rstream_sock *rstream_sk(const struct sock *sk)
 {
@@ -582,11 +611,24 @@ bool rstream_tx_writable(struct rstream_sock *rs);
 u32 rstream_tx_unacked(struct rstream_sock *rs);
 void rstream_wake(struct sock *sk, __poll_t events);
 
+/* zc.c: zero-copy sends */
+struct rstream_zc *rstream_zc_get(struct iov_iter *from, u32 len,
+				  u32 max_pages, struct ubuf_info *uarg);
+int rstream_zc_map(struct ib_device *dev, u32 lkey, struct rstream_zc *zc);
+void rstream_zc_unmap(struct ib_device *dev, struct rstream_zc *zc);
+void rstream_zc_put(struct ib_device *dev, struct rstream_zc *zc);
+struct rstream_zc *rstream_zc_marker(struct ubuf_info *uarg);
+int rstream_zc_recv_err(struct sock *sk, struct msghdr *msg, size_t len,
+			bool ipv6);
+void rstream_tx_zc_drop(struct rstream_sock *rs);
+
 /* options.c */
 
 int rstream_rdma_setsockopt(struct socket *sock, int level, int optname,
 			    sockptr_t optval, unsigned int optlen);
 int rstream_rdma_getsockopt(struct socket *sock, int level, int optname,
 			    char __user *optval, int __user *optlen);
+int rstream_sol_socket_setsockopt(struct socket *sock, int optname,
+				  sockptr_t optval, unsigned int optlen);
 
 #endif /* _NET_RSTREAM_RSTREAM_H */

@@ -194,8 +194,18 @@ int rstream_rdma_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	long timeo;
 	int err = 0;
 
-	if (flags & (MSG_OOB | MSG_ERRQUEUE))
+	if (flags & MSG_OOB)
 		return -EOPNOTSUPP;
+	/*
+	 * Zero-copy notifications (zc.c); an IPv6 connection's as IPv6's.
+	 * A caller that loops on the error queue without poll() gets them
+	 * as the writes complete: their completions are handled here.
+	 */
+	if (flags & MSG_ERRQUEUE) {
+		rstream_cq_poll(rs);
+		return rstream_zc_recv_err(sk, msg, len,
+					   rs->peer_addr.ss_family == AF_INET6);
+	}
 
 	/*
 	 * A reader about to wait for the peer: what we corked goes now (the

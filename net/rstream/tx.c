@@ -43,17 +43,25 @@ void rstream_wake(struct sock *sk, __poll_t events)
 		sk_wake_async(sk, SOCK_WAKE_SPACE, POLL_OUT);
 }
 
+/*
+ * rs->lock held: room for more bytes, copied or zero-copy.  Zero-copy
+ * writes in flight count against the send buffer as staged bytes do, as
+ * TCP counts its zero-copy skbs against sk_sndbuf; they never take room
+ * that staged bytes hold (rstream_tx_zc_room()), so this stays >= 0.
+ */
 static u32 rstream_sbuf_room(const struct rstream_sock *rs)
 {
-	return rs->sbuf_size - (u32)(rs->sbuf_head - rs->sbuf_tail);
+	return rs->sbuf_size - (u32)(rs->sbuf_head - rs->sbuf_tail) -
+	       rs->zc_bytes;
 }
 
+/* SIOCOUTQ: bytes sent and not yet taken by the peer's device. */
 u32 rstream_tx_unacked(struct rstream_sock *rs)
 {
 	u32 n;
 
 	spin_lock_bh(&rs->lock);
-	n = rs->sbuf_head - rs->sbuf_tail;
+	n = rs->sbuf_head - rs->sbuf_tail + rs->zc_bytes;
 	spin_unlock_bh(&rs->lock);
 	return n;
 }
@@ -76,22 +84,28 @@ static bool rstream_can_post(const struct rstream_sock *rs)
 
 static int rstream_tx_after_write_locked(struct rstream_sock *rs);
 
-/* rs->lock held: post one work request and account for its slot. */
+/*
+ * rs->lock held: post one work request and account for its slot, which
+ * holds @zc's pages (a zero-copy write) until its completion.
+ */
 static int rstream_post(struct rstream_sock *rs, struct ib_rdma_wr *wr,
-			bool ctrl, bool signal)
+			bool ctrl, bool signal, struct rstream_zc *zc)
 {
 	struct rstream_sq_slot *slot = rstream_sq_head(&rs->sq);
 	int err;
 
 	slot->sbuf_end = rs->sbuf_sent;
+	slot->zc = zc;
 	slot->signaled = signal;
 	slot->ctrl = ctrl;
 	wr->wr.wr_cqe = &rs->send_cqe;
 	if (signal)
 		wr->wr.send_flags |= IB_SEND_SIGNALED;
 	err = ib_post_send(rs->qp, &wr->wr, NULL);
-	if (err)
+	if (err) {
+		slot->zc = NULL;	/* the caller's again */
 		return err;
+	}
 	/* The user timeout runs from here while nothing completes (conn.c). */
 	if (!rstream_sq_inflight(&rs->sq))
 		rs->busy_at = jiffies;
@@ -188,7 +202,7 @@ void rstream_tx_updates_locked(struct rstream_sock *rs)
 			wr.rkey = rs->peer.sgl_key;
 			rs->remote_sge = rstream_next_remote_sge(rs->remote_sge);
 		}
-		if (rstream_post(rs, &wr, true, true)) {
+		if (rstream_post(rs, &wr, true, true, NULL)) {
 			rstream_conn_reset(rs, ECONNRESET, "cannot post a credit update");
 			return;
 		}
@@ -237,7 +251,7 @@ int rstream_send_ctrl(struct rstream_sock *rs, enum rstream_ctrl ctrl)
 			} else {
 				set_bit(RSTREAM_F_SHUT_SENT, &rs->flags);
 			}
-			err = rstream_post(rs, &wr, true, true);
+			err = rstream_post(rs, &wr, true, true, NULL);
 			spin_unlock_bh(&rs->lock);
 			/* Its completion ends a teardown's wait (conn.c). */
 			rstream_cq_poll(rs);
@@ -277,7 +291,7 @@ int rstream_tx_probe_locked(struct rstream_sock *rs, u32 *seq)
 		return -EAGAIN;
 	wr.wr.opcode = IB_WR_RDMA_WRITE;
 	*seq = rs->sq.posted;
-	return rstream_post(rs, &wr, true, true);
+	return rstream_post(rs, &wr, true, true, NULL);
 }
 
 /* rs->lock held: a round trip of @us, into TCP's estimator's state. */
@@ -296,20 +310,41 @@ static void rstream_rtt_sample(struct rstream_sock *rs, u32 us)
 	rs->mdev_us += abs(err) - (rs->mdev_us >> 2);
 }
 
-/* Softirq: a signaled send finished, and with it every one before it. */
-void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc)
+/* @zc at the end of the chain @list: notifications are queued in order. */
+static void rstream_zc_append(struct rstream_zc **list, struct rstream_zc *zc)
 {
-	struct rstream_sock *rs = cq->cq_context;
+	while (*list)
+		list = &(*list)->next;
+	*list = zc;
+}
 
-	if (unlikely(wc->status != IB_WC_SUCCESS)) {
-		rstream_wc_failed(rs, wc);
-		complete_all(&rs->disc_done);
-		return;
-	}
+/*
+ * rs->lock held: @slot's chain - its write's pages, then the
+ * notifications that wait for it - onto the end of @list, which is
+ * returned.
+ */
+static struct rstream_zc *rstream_sq_take_zc(struct rstream_sock *rs,
+					     struct rstream_sq_slot *slot,
+					     struct rstream_zc *list)
+{
+	struct rstream_zc *zc;
 
-	spin_lock(&rs->lock);
-	/* The peer's device took it: the connection is alive (conn.c). */
-	rs->alive_at = jiffies;
+	for (zc = slot->zc; zc; zc = zc->next)
+		rs->zc_bytes -= zc->len;
+	rstream_zc_append(&list, slot->zc);
+	slot->zc = NULL;
+	return list;
+}
+
+/*
+ * rs->lock held: the oldest signaled work request in flight finished, and
+ * with it every one before it.  Returns the zero-copy writes among them,
+ * for rstream_zc_put() once rs->lock is dropped.
+ */
+static struct rstream_zc *rstream_sq_complete(struct rstream_sock *rs)
+{
+	struct rstream_zc *zc = NULL;
+
 	while (rstream_sq_inflight(&rs->sq)) {
 		struct rstream_sq_slot *slot = rstream_sq_tail(&rs->sq);
 
@@ -317,9 +352,71 @@ void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc)
 		if (slot->ctrl)
 			rs->sq_ctrl--;
 		rs->sbuf_tail = slot->sbuf_end;
+		if (slot->zc)
+			zc = rstream_sq_take_zc(rs, slot, zc);
 		if (slot->signaled)
 			break;
 	}
+	return zc;
+}
+
+/*
+ * The connection's verbs are gone (conn.c, process context, after the
+ * queue pair and the CQ, before the device): the zero-copy writes that
+ * never completed give their pages back and notify.
+ */
+void rstream_tx_zc_drop(struct rstream_sock *rs)
+{
+	struct rstream_zc *zc = NULL;
+	u32 seq;
+
+	if (!rs->sq.slots)
+		return;
+	spin_lock_bh(&rs->lock);
+	/* The counters stay: these writes are not done, only abandoned. */
+	for (seq = rs->sq.done; seq != rs->sq.posted; seq++) {
+		struct rstream_sq_slot *slot = &rs->sq.slots[seq & rs->sq.mask];
+
+		if (slot->zc)
+			zc = rstream_sq_take_zc(rs, slot, zc);
+	}
+	rs->zc_bytes = 0;
+	/* In order with any notification due (rstream_tx_zc_order()). */
+	spin_lock(&rs->zc_lock);
+	spin_unlock(&rs->lock);
+	rstream_zc_put(rs->ibdev, zc);
+	spin_unlock_bh(&rs->zc_lock);
+}
+
+/* Softirq: a signaled send finished, and with it every one before it. */
+void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rstream_sock *rs = cq->cq_context;
+	struct rstream_zc *zc;
+
+	if (unlikely(wc->status != IB_WC_SUCCESS)) {
+		rstream_wc_failed(rs, wc);
+		/*
+		 * Every work request asks for a completion, and a failed or
+		 * flushed one is as finished as any: its zero-copy pages go
+		 * back now, as TCP's do when a reset purges its queue.  The
+		 * connection is dead or ending (rstream_wc_failed()), so
+		 * nothing else here matters any more.
+		 */
+		spin_lock(&rs->lock);
+		zc = rstream_sq_complete(rs);
+		spin_lock(&rs->zc_lock);
+		spin_unlock(&rs->lock);
+		rstream_zc_put(rs->ibdev, zc);
+		spin_unlock(&rs->zc_lock);
+		complete_all(&rs->disc_done);
+		return;
+	}
+
+	spin_lock(&rs->lock);
+	/* The peer's device took it: the connection is alive (conn.c). */
+	rs->alive_at = jiffies;
+	zc = rstream_sq_complete(rs);
 	if (test_bit(RSTREAM_F_DISC_SENT, &rs->flags) &&
 	    (s32)(rs->sq.done - rs->disc_seq) > 0)
 		complete_all(&rs->disc_done);
@@ -335,7 +432,16 @@ void rstream_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	/* What sendmsg corked behind the writes that just finished. */
 	if (rstream_tx_pending(rs) && rstream_tx_after_write_locked(rs))
 		rstream_conn_reset(rs, ECONNRESET, "cannot post a write");
+	/*
+	 * The pages go back, and notifications are queued, without rs->lock
+	 * (the error queue wakes the socket's waiters), under zc_lock, taken
+	 * before rs->lock goes: a copied send's notification waits for it
+	 * (rstream_tx_zc_order()).
+	 */
+	spin_lock(&rs->zc_lock);
 	spin_unlock(&rs->lock);
+	rstream_zc_put(rs->ibdev, zc);
+	spin_unlock(&rs->zc_lock);
 	rstream_wake(&rs->sk, EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
 }
 
@@ -451,7 +557,55 @@ static int rstream_post_data(struct rstream_sock *rs, u32 len)
 	rs->tx_rx_mark = rs->rx.written;
 	rs->data_sent_at = jiffies;	/* TCP_INFO (options.c) */
 	rstream_tx_consume(&rs->tx, len);
-	return rstream_post(rs, &wr, false, true);
+	return rstream_post(rs, &wr, false, true, NULL);
+}
+
+/*
+ * rs->lock held: how many of @want bytes the next zero-copy write may
+ * carry now.  Corked bytes go first (the stream's order): none while they
+ * wait.  Then as for copied bytes: one chunk, the grant, a credit, a send
+ * slot, and room in the send buffer.
+ */
+static u32 rstream_tx_zc_room(struct rstream_sock *rs, u32 want)
+{
+	if (rstream_tx_pending(rs) || !rstream_can_post(rs) ||
+	    !rstream_sq_room(rs, false))
+		return 0;
+	rstream_tx_load_sge(rs);
+	want = min3(want, rstream_sbuf_room(rs), (u32)RSTREAM_MAX_CHUNK);
+	return rstream_tx_chunk(&rs->tx, want);
+}
+
+/*
+ * rs->lock held, @zc->len bytes of room checked: post them from the
+ * sender's pages as one data message.  On failure @zc is the caller's
+ * again, unmapped (rstream_zc_put() needs no device for it).
+ */
+static int rstream_post_zc(struct rstream_sock *rs, struct rstream_zc *zc)
+{
+	struct ib_rdma_wr wr = {};
+	int err;
+
+	/* A mapping the device's DMA layer refuses: as TCP's ENOBUFS. */
+	if (rstream_zc_map(rs->ibdev, rs->pd->local_dma_lkey, zc))
+		return -ENOBUFS;
+	wr.wr.opcode = IB_WR_RDMA_WRITE_WITH_IMM;
+	wr.wr.ex.imm_data = cpu_to_be32(rstream_imm(RSTREAM_OP_DATA, zc->len));
+	wr.wr.sg_list = zc->sge;
+	wr.wr.num_sge = zc->mapped;
+	wr.remote_addr = rs->tx.sge_addr;
+	wr.rkey = rs->tx.sge_key;
+	err = rstream_post(rs, &wr, false, true, zc);
+	if (err) {
+		/* Here, while the device is sure to be there. */
+		rstream_zc_unmap(rs->ibdev, zc);
+		return err;
+	}
+	rs->zc_bytes += zc->len;
+	rs->tx_rx_mark = rs->rx.written;
+	rs->data_sent_at = jiffies;
+	rstream_tx_consume(&rs->tx, zc->len);
+	return 0;
 }
 
 /*
@@ -677,6 +831,77 @@ static int rstream_tx_error(struct rstream_sock *rs)
 	return sock_error(&rs->sk) ?: -EPIPE;
 }
 
+/*
+ * Sock lock held, @len bytes of room seen: take the pages of the next
+ * bytes of @msg and post them.  Returns the bytes posted, -EAGAIN when
+ * the room went meanwhile (the caller waits for it again), or an errno.
+ */
+static int rstream_tx_zc_write(struct rstream_sock *rs, struct msghdr *msg,
+			       u32 len, struct ubuf_info *uarg)
+{
+	struct rstream_zc *zc;
+	int err;
+
+	zc = rstream_zc_get(&msg->msg_iter, len, rs->tx_pages, uarg);
+	if (IS_ERR(zc))
+		return PTR_ERR(zc);
+	spin_lock_bh(&rs->lock);
+	if (!rstream_can_post(rs)) {
+		err = -EPIPE;
+	} else if (rstream_tx_zc_room(rs, zc->len) < zc->len) {
+		/* As for copied bytes: a completion took the credit. */
+		err = -EAGAIN;
+	} else {
+		err = rstream_post_zc(rs, zc);
+		if (!err)
+			err = zc->len;
+	}
+	spin_unlock_bh(&rs->lock);
+	if (err > 0)
+		return err;
+	if (err == -EAGAIN)
+		iov_iter_revert(&msg->msg_iter, zc->len);
+	rstream_zc_put(NULL, zc);
+	if (err != -EPIPE && err != -EAGAIN && err != -ENOBUFS) {
+		rstream_conn_reset(rs, ECONNRESET, "cannot post a write");
+		err = -EPIPE;
+	}
+	return err;
+}
+
+/*
+ * Sock lock held: a send of @uarg's was copied, so its notification is
+ * due now, but not before those of the zero-copy writes still in flight:
+ * it waits for the last work request posted, whose completion comes
+ * after theirs (a marker on its slot).  Without the memory for a marker
+ * it comes now, maybe out of order.
+ */
+static void rstream_tx_zc_order(struct rstream_sock *rs,
+				struct ubuf_info *uarg)
+{
+	struct rstream_zc *marker = NULL;
+
+	if (READ_ONCE(rs->zc_bytes))
+		marker = rstream_zc_marker(uarg);
+	spin_lock_bh(&rs->lock);
+	if (marker && rs->zc_bytes && rs->sq.slots) {
+		struct rstream_sq_slot *slot =
+			&rs->sq.slots[(rs->sq.posted - 1) & rs->sq.mask];
+
+		rstream_zc_append(&slot->zc, marker);
+		marker = NULL;
+	}
+	/*
+	 * None in flight: a completion may still be giving back the last
+	 * of them (it holds zc_lock), and the caller's notification goes
+	 * after it.
+	 */
+	spin_lock(&rs->zc_lock);
+	spin_unlock(&rs->zc_lock);
+	spin_unlock_bh(&rs->lock);
+	rstream_zc_put(NULL, marker);
+}
+
 /* A blocked writer's busy loop ends: room, or nothing more to send on. */
 static bool rstream_tx_busy_done(struct rstream_sock *rs)
 {
@@ -689,7 +914,8 @@ int rstream_rdma_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	struct rstream_sock *rs = rstream_sk(sk);
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
 	int flags = msg->msg_flags;
-	bool polled = false, spun = false, behind = false, more;
+	bool polled = false, spun = false, behind = false, more, zc = false;
+	struct ubuf_info *uarg = NULL;
 	size_t copied = 0;
 	long timeo;
 	int err = 0;
@@ -711,6 +937,26 @@ int rstream_rdma_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		remove_wait_queue(sk_sleep(sk), &wait);
 	}
 
+	/*
+	 * MSG_ZEROCOPY, as TCP takes it: only with SO_ZEROCOPY set, a number
+	 * for the send and its pages charged to RLIMIT_MEMLOCK, ENOBUFS if
+	 * that cannot be.  A send the device takes inline is copied into
+	 * the work request at its post anyway, and pages behind a kernel
+	 * iterator are not the caller's to pin: such sends are copied, and
+	 * their notification says so (SO_EE_CODE_ZEROCOPY_COPIED).
+	 */
+	if ((flags & MSG_ZEROCOPY) && size && sock_flag(sk, SOCK_ZEROCOPY) &&
+	    rstream_state(sk) == TCP_ESTABLISHED) {
+		uarg = msg_zerocopy_realloc(sk, size, NULL);
+		if (!uarg) {
+			err = -ENOBUFS;
+			goto out;
+		}
+		zc = size > rs->inline_size && user_backed_iter(&msg->msg_iter);
+		if (!zc)
+			uarg_to_msgzc(uarg)->zerocopy = 0;
+	}
+
 	while (msg_data_left(msg)) {
 		size_t want = msg_data_left(msg);
 		u32 len;
@@ -719,8 +965,16 @@ int rstream_rdma_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			err = -EPIPE;
 			break;
 		}
+		/* A zero-copy write goes after what is corked, not with it. */
+		if (zc && READ_ONCE(rs->sbuf_head) != READ_ONCE(rs->sbuf_sent) &&
+		    rstream_tx_push(rs, true)) {
+			err = -EPIPE;
+			break;
+		}
 		spin_lock_bh(&rs->lock);
-		len = rstream_tx_room(rs, min_t(size_t, want, U32_MAX));
+		want = min_t(size_t, want, U32_MAX);
+		len = zc ? rstream_tx_zc_room(rs, want) :
+			   rstream_tx_room(rs, want);
 		/* Not worth a message: wait for room, as rsocket does. */
 		if (len < want && len < RSTREAM_SNDLOWAT &&
 		    rstream_sbuf_room(rs) < min_t(u32, RSTREAM_SNDLOWAT,
@@ -765,6 +1019,21 @@ int rstream_rdma_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			continue;
 		}
 
+		if (zc) {
+			err = rstream_tx_zc_write(rs, msg, len, uarg);
+			if (err == -EAGAIN) {
+				err = 0;
+				continue;
+			}
+			if (err < 0)
+				break;
+			copied += err;
+			err = 0;
+			spun = false;
+			if (READ_ONCE(rs->stall_at))
+				WRITE_ONCE(rs->stall_at, 0);
+			continue;
+		}
 		if (rstream_sbuf_fill(rs, rs->sbuf_head, len,
 				      &msg->msg_iter) != len) {
 			err = -EFAULT;
@@ -814,6 +1083,15 @@ out:
 	/* Bytes sent stand; a reset's errno then waits for the next call. */
 	if (!copied && err == -EPIPE)
 		err = rstream_tx_error(rs);
+	/* The send's own reference; with nothing sent, its number too. */
+	if (uarg) {
+		if (copied && !zc)
+			rstream_tx_zc_order(rs, uarg);
+		if (copied)
+			net_zcopy_put(uarg);
+		else
+			net_zcopy_put_abort(uarg, true);
+	}
 	release_sock(sk);
 	if (copied)
 		return copied;

@@ -19,7 +19,8 @@
  * The socket core refuses SO_REUSEPORT to AF_RSTREAM sockets: setsockopt()
  * makes it rstream's RSTREAM_REUSEPORT, TCP's SO_REUSEPORT on a transparent
  * socket (over RDMA, rdma_cm gives a port to one listener), and
- * getsockopt() reads it from there.
+ * getsockopt() reads it from there.  Kernels before 6.2 refuse SO_ZEROCOPY
+ * too: setsockopt() makes it RSTREAM_ZEROCOPY there.
  *
  * The configuration is read once, when the library is loaded; after that
  * the wrappers take no lock and allocate nothing, so they are as
@@ -498,11 +499,14 @@ int listen(int fd, int backlog)
  * SO_REUSEPORT becomes RSTREAM_REUSEPORT; its answer is the program's
  * unless the option is not the socket's (ENOPROTOOPT: not an AF_RSTREAM
  * socket; EOPNOTSUPP: not a transparent one), and then the call goes on
- * as made.  Every other option goes straight through.
+ * as made.  SO_ZEROCOPY, where the socket core refuses it to AF_RSTREAM
+ * (EOPNOTSUPP, before 6.2), is tried again as RSTREAM_ZEROCOPY, which an
+ * AF_RSTREAM socket takes and anything else refuses with ENOPROTOOPT: the
+ * core's answer stands then.  Every other option goes straight through.
  */
 int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
-	int err = errno;
+	int err = errno, ret;
 
 	if (level == SOL_SOCKET && name == SO_REUSEPORT) {
 		if (!sys_setsockopt(fd, SOL_RDMA, RSTREAM_REUSEPORT, val, len))
@@ -511,7 +515,18 @@ int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 			return -1;
 		errno = err;
 	}
-	return sys_setsockopt(fd, level, name, val, len);
+	ret = sys_setsockopt(fd, level, name, val, len);
+	if (ret && errno == EOPNOTSUPP && level == SOL_SOCKET &&
+	    name == SO_ZEROCOPY) {
+		if (!sys_setsockopt(fd, SOL_RDMA, RSTREAM_ZEROCOPY, val, len)) {
+			errno = err;
+			return 0;
+		}
+		if (errno != ENOPROTOOPT)
+			return -1;
+		errno = EOPNOTSUPP;
+	}
+	return ret;
 }
 
 /*

@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/errqueue.h>
 #include <getopt.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -68,6 +69,7 @@ static struct {
 	int inline_size;	/* -i */
 	int keepalive;		/* -k */
 	int busy_poll;		/* --busy-poll, microseconds */
+	int zerocopy;		/* --zerocopy */
 	int all_sizes;		/* -S all */
 	int custom;		/* -I, -C or -S SIZE given */
 	int use_tcp;		/* -T s */
@@ -202,27 +204,80 @@ static int wait_ready(short events)
 	return pfd.revents & (POLLERR | POLLHUP);
 }
 
+/* --zerocopy: sends made with MSG_ZEROCOPY, and of those, notified. */
+static unsigned int zc_sent, zc_done;
+
+/*
+ * Take the zero-copy notifications the error queue holds; with @all,
+ * wait until every send has its own, so that the buffer may be written.
+ */
+static int zc_reap(int all)
+{
+	while (zc_done != zc_sent) {
+		char control[128];
+		struct msghdr msg = {
+			.msg_control = control,
+			.msg_controllen = sizeof(control),
+		};
+		struct pollfd pfd = { .fd = conn_fd };
+		struct sock_extended_err *ee;
+		struct cmsghdr *cm;
+
+		if (recvmsg(conn_fd, &msg, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) {
+			if (errno != EAGAIN) {
+				perror("recvmsg MSG_ERRQUEUE");
+				return -1;
+			}
+			if (!all)
+				return 0;
+			if (poll(&pfd, 1, -1) < 0 && errno != EINTR) {
+				perror("poll");
+				return -1;
+			}
+			continue;
+		}
+		cm = CMSG_FIRSTHDR(&msg);
+		if (!cm)
+			continue;
+		ee = (struct sock_extended_err *)CMSG_DATA(cm);
+		if (ee->ee_origin == SO_EE_ORIGIN_ZEROCOPY)
+			zc_done = ee->ee_data + 1;
+	}
+	return 0;
+}
+
 static int send_bytes(int size)
 {
+	int flags = opt.flags | MSG_NOSIGNAL;
 	int done = 0;
 	ssize_t n;
 
+	if (opt.zerocopy) {
+		flags |= MSG_ZEROCOPY;
+		/* The bytes of sends in flight are the peer's to read yet. */
+		if (opt.verify && zc_reap(1))
+			return -1;
+	}
 	if (opt.verify)
 		fill_pattern(buf, size);
 	while (done < size) {
 		if (opt.use_poll && wait_ready(POLLOUT))
 			return -1;
-		n = send(conn_fd, buf + done, size - done,
-			 opt.flags | MSG_NOSIGNAL);
+		n = send(conn_fd, buf + done, size - done, flags);
 		if (n > 0) {
 			done += n;
+			zc_sent += opt.zerocopy;
+		} else if (n < 0 && errno == ENOBUFS && zc_done != zc_sent) {
+			/* Notifications in flight use up the socket's optmem. */
+			if (zc_reap(1))
+				return -1;
 		} else if (errno != EAGAIN && errno != EWOULDBLOCK &&
 			   errno != EINTR) {
 			perror("send");
 			return -1;
 		}
 	}
-	return 0;
+	return opt.zerocopy ? zc_reap(0) : 0;
 }
 
 static int recv_bytes(int size)
@@ -302,6 +357,22 @@ static void set_busy_poll(int fd)
 		perror("setsockopt SO_BUSY_POLL");
 }
 
+/*
+ * --zerocopy: SO_ZEROCOPY, on TCP as on AF_RSTREAM; where the socket
+ * core refuses it to AF_RSTREAM (before 6.2), RSTREAM_ZEROCOPY.
+ */
+static void set_zerocopy(int fd)
+{
+	int val = 1;
+
+	if (!setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &val, sizeof(val)))
+		return;
+	if (errno == EOPNOTSUPP && family &&
+	    !setsockopt(fd, SOL_RDMA, RSTREAM_ZEROCOPY, &val, sizeof(val)))
+		return;
+	perror("setsockopt SO_ZEROCOPY");
+}
+
 /* Options as rdma-core's tool sets them, errors ignored as there. */
 static void set_options(int fd, enum inline_choice inl)
 {
@@ -324,6 +395,8 @@ static void set_options(int fd, enum inline_choice inl)
 		set_keepalive(fd);
 	if (opt.busy_poll)
 		set_busy_poll(fd);
+	if (opt.zerocopy)
+		set_zerocopy(fd);
 }
 
 static struct addrinfo *resolve(const char *host, int passive)
@@ -639,7 +712,6 @@ static void print_usage(FILE *out, const char *prog)
 		"\t[-p port_number]\n"
 		"\t[-k keepalive_time]\n"
 		"\t[-T test_option]\n"
-		"\t[--busy-poll usec]\n"
 		"\t    s|sockets - use standard tcp/ip sockets\n"
 		"\t    a|async - asynchronous operation (use poll)\n"
 		"\t    b|blocking - use blocking calls\n"
@@ -647,6 +719,8 @@ static void print_usage(FILE *out, const char *prog)
 		"\t    n|nonblocking - use nonblocking calls\n"
 		"\t    r|resolve - resolve the address (rdma_cm resolves the route)\n"
 		"\t    v|verify - verify data\n"
+		"\t[--busy-poll usec]\n"
+		"\t[--zerocopy]\n"
 		"AF_RSTREAM sockets unless -T s; see rstream(1).\n", prog);
 }
 
@@ -655,6 +729,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "help", no_argument, NULL, 'h' },
 		{ "busy-poll", required_argument, NULL, 'P' },
+		{ "zerocopy", no_argument, NULL, 'Z' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int op, n;
@@ -725,6 +800,9 @@ int main(int argc, char **argv)
 			break;
 		case 'p':
 			opt.port = optarg;
+			break;
+		case 'Z':
+			opt.zerocopy = 1;
 			break;
 		case 'T':
 			if (!set_test_option(optarg))

@@ -120,6 +120,16 @@
  */
 #define RSTREAM_POLLING_TIME	0x1006
 
+/*
+ * RSTREAM_ZEROCOPY (int, 0 or 1): the socket's SO_ZEROCOPY, set and read
+ * either way.  With it, a send with MSG_ZEROCOPY goes to the peer from
+ * the caller's own pages, and the caller's error queue says when they
+ * are free again, as on TCP (Documentation/networking/msg_zerocopy.rst).
+ * For kernels whose socket core refuses SO_ZEROCOPY to this family
+ * (before 6.2).
+ */
+#define RSTREAM_ZEROCOPY	0x1007
+
 struct rstream_info {
 	char	ri_device[64];		/* the RDMA device, as ibv_devices names it */
 	__u32	ri_port;		/* its port */

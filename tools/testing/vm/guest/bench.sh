@@ -23,14 +23,14 @@
 #   A <figure> <af> <run> <value>                real programs
 # Anything else is shown as it is.
 #
-# RSTREAM_BENCH_ONLY (words: stream, block, busy, transparent, raw, conn,
-# apps) limits what runs;
+# RSTREAM_BENCH_ONLY (words: stream, zc, block, busy, transparent, raw,
+# conn, apps) limits what runs;
 # RSTREAM_BENCH_PERF="<tool>:<test> ..." records a system-wide profile
 # (perf, call graphs) while each test named runs in the first repetition;
 # conn:rstream and conn:tcp name the 1,000 connects.
 
 RUNS=${RSTREAM_BENCH_RUNS:-3}
-ONLY=${RSTREAM_BENCH_ONLY:-"stream block busy transparent raw conn apps"}
+ONLY=${RSTREAM_BENCH_ONLY:-"stream zc block busy transparent raw conn apps"}
 ADDR=192.0.2.1
 OURS=/usr/lib/rstream/selftests/rstream
 CMD=/usr/lib/rstream/selftests/rstream_cmd
@@ -280,9 +280,14 @@ conn_run() {
 				printf "M %s %s %s %.1f\n", af, $1, $2, d * 1024 / (2 * n) }' \
 			/tmp/sites.before /tmp/sites.after | sort -k5 -g -r | head -n 12
 	fi
+	# All of them, or (a run that stalled) as many as its last progress
+	# line counts, in the time it gives.
 	made=$(awk '/^fill: [0-9]+ made$/ { n = $2 } /^fill-time:/ { t = $2 }
-		    END { if (n) print n, t }' /tmp/conn.fill)
-	[ -n "$made" ] || echo "# $af: $(tail -n 3 /tmp/conn.fill | tr '\n' ' ')"
+		    /^progress: [0-9]+ in / { pn = $2; pt = $4 }
+		    END { if (n) print n, t; else if (pn) print pn, pt }' \
+		/tmp/conn.fill)
+	grep -q "^fill: [0-9]* made$" /tmp/conn.fill ||
+		echo "# $af: not all $CONNS made within ${limit} s; figures of the ${made%% *} made: $(tail -n 2 /tmp/conn.fill | tr '\n' ' ')"
 	echo "C $af $run ${made:-0 0} $((after - before))"
 	kill -USR1 $client $server 2>/dev/null
 	wait $client $server
@@ -357,18 +362,28 @@ apps_run() {
 }
 
 # The stream columns: ours, rsockets', TCP's (reversed in even runs).
+# The default sequence: AF_RSTREAM, its MSG_ZEROCOPY sends (rstream(1)
+# --zerocopy; rsockets has none), rsockets, TCP; reversed in even runs.
+zc_column() {
+	wants zc || return 0
+	stream_run rstream_zc $OURS 7490 --zerocopy
+}
+
 stream_columns() {
-	wants stream || return 0
+	wants stream || wants zc || return 0
 	wrap=
 	if [ $((run % 2)) -eq 1 ]; then
-		stream_run rstream $OURS 7481
-		stream_run rsockets /usr/bin/rstream 7482
-		stream_run tcp $OURS 7483 -T s
+		wants stream && stream_run rstream $OURS 7481
+		zc_column
+		wants stream && stream_run rsockets /usr/bin/rstream 7482
+		wants stream && stream_run tcp $OURS 7483 -T s
 	else
-		stream_run tcp $OURS 7483 -T s
-		stream_run rsockets /usr/bin/rstream 7482
-		stream_run rstream $OURS 7481
+		wants stream && stream_run tcp $OURS 7483 -T s
+		wants stream && stream_run rsockets /usr/bin/rstream 7482
+		zc_column
+		wants stream && stream_run rstream $OURS 7481
 	fi
+	return 0
 }
 
 # Blocking calls (-T b), both tools as they come (rsockets polls for its

@@ -15,7 +15,8 @@ from collections import defaultdict
 SEQUENCE = ["64_lat", "4k_lat", "64k_lat", "1m_lat",
             "64_bw", "4k_bw", "64k_bw", "1m_bw"]
 RAW_BYTES = {"64": 64, "4k": 4096, "64k": 65536, "1m": 1048576}
-TOOLS = [("rstream", "AF_RSTREAM"), ("rsockets", "rsockets"), ("tcp", "TCP")]
+TOOLS = [("rstream", "AF_RSTREAM"), ("rstream_zc", "AF_RSTREAM, MSG_ZEROCOPY"),
+         ("rsockets", "rsockets"), ("tcp", "TCP")]
 # Blocking calls (-T b): as they come, then busy-polling (both tools).
 BLOCKING = [("rstream_blk", "AF_RSTREAM"), ("rsockets_blk", "rsockets"),
             ("rstream_busy", "AF_RSTREAM, busy"),

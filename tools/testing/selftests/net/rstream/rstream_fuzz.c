@@ -583,6 +583,15 @@ static void do_send(struct thread *t)
 	int fd = slot_peek(t);
 	long r;
 
+	/* MSG_ZEROCOPY does something only with the option set. */
+	if (chance(&t->rng, 10)) {
+		int on = chance(&t->rng, 80);
+
+		CALL(t, "setsockopt", fd,
+		     setsockopt(fd, SOL_RDMA, RSTREAM_ZEROCOPY, &on,
+				sizeof(on)));
+	}
+
 	r = CALL(t, "send", fd,
 		 send(fd, some_ptr(t, len, false), len, some_send_flags(t)));
 	check_len(t, "send", r, len);

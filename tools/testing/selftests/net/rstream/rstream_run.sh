@@ -216,7 +216,7 @@ iperf3_run() {
 
 # One stream, then four (-P 4: five connections on one listener, the
 # control one and four data streams, which iperf3's server waits for on
-# one select()).
+# one select()), then one with -Z.
 iperf3_over_rdma() {
 	iperf3_run 20610 "$RUN -v" "$RUN -v" ""
 	said server "listen on port 20610: RDMA and TCP"
@@ -226,6 +226,10 @@ iperf3_over_rdma() {
 	iperf3_run 20611 "$RUN -v" "$RUN -v" "-P 4"
 	[ "$(grep -c "connect to.*: RDMA" /tmp/run.client)" = 5 ] ||
 		die "iperf3 -P 4 made other than 5 RDMA connections: $(cat /tmp/run.client)"
+	# -Z: iperf3's "zero copy" sends, sendfile() from its file.
+	iperf3_run 20613 "$RUN -v" "$RUN -v" "-Z"
+	[ "$(grep -c "connect to.*: RDMA" /tmp/run.client)" = 2 ] ||
+		die "iperf3 -Z made other than 2 RDMA connections: $(cat /tmp/run.client)"
 }
 
 # The client converted, the server plain TCP: every connection falls back.

@@ -40,8 +40,10 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/utsname.h>
 #include <sched.h>
 #include <linux/capability.h>
+#include <linux/errqueue.h>
 #include <linux/rstream.h>
 #include <linux/sockios.h>
 
@@ -4235,8 +4237,8 @@ TEST_F(busy, napi_id_per_connection)
 
 #define POLLING_PARAM	"/sys/module/rstream/parameters/polling_time"
 
-/* Drop CAP_NET_ADMIN from the effective set (this process: a child). */
-static int drop_net_admin(void)
+/* Drop @cap from the effective set (this process: a child). */
+static int drop_cap(int cap)
 {
 	struct __user_cap_header_struct h = {
 		.version = _LINUX_CAPABILITY_VERSION_3,
@@ -4245,7 +4247,7 @@ static int drop_net_admin(void)
 
 	if (syscall(SYS_capget, &h, d))
 		return -1;
-	d[CAP_NET_ADMIN / 32].effective &= ~(1u << (CAP_NET_ADMIN % 32));
+	d[cap / 32].effective &= ~(1u << (cap % 32));
 	return syscall(SYS_capset, &h, d);
 }
 
@@ -4280,7 +4282,7 @@ TEST(polling_time_rules)
 		/* Without CAP_NET_ADMIN: whatever one allows, so does the other. */
 		int a, b;
 
-		if (drop_net_admin())
+		if (drop_cap(CAP_NET_ADMIN))
 			_exit(2);
 		a = errno_of(set_int(fd, SOL_RDMA, RSTREAM_POLLING_TIME, 51));
 		b = errno_of(set_int(fd, SOL_SOCKET, SO_BUSY_POLL, 52));
@@ -4299,6 +4301,380 @@ TEST(polling_time_rules)
 	close(s);
 	close(c);
 	close(l);
+}
+
+/*
+ * Zero-copy sends: MSG_ZEROCOPY with SO_ZEROCOPY, and the notifications
+ * on the error queue, side by side with TCP's over loopback in this
+ * guest.  TCP over loopback copies every send (the receiver cannot keep
+ * the sender's pages), and says so; AF_RSTREAM copies only the sends its
+ * device takes inline.
+ */
+FIXTURE(zc) {
+	int l, c, s;
+};
+
+FIXTURE_VARIANT(zc) {
+	bool tcp;
+};
+
+FIXTURE_VARIANT_ADD(zc, rstream) {
+	.tcp = false,
+};
+
+FIXTURE_VARIANT_ADD(zc, tcp) {
+	.tcp = true,
+};
+
+FIXTURE_SETUP(zc)
+{
+	if (variant->tcp) {
+		guard_init();
+		self->l = -1;
+		tcp_pair(_metadata, &self->c, &self->s);
+	} else {
+		pair_open(_metadata, 0, &self->l, &self->c, &self->s);
+	}
+}
+
+FIXTURE_TEARDOWN(zc)
+{
+	pair_close(&self->l, &self->c, &self->s);
+}
+
+/* SO_ZEROCOPY, or where the core refuses it to the family, RSTREAM_ZEROCOPY. */
+static int zc_enable(int fd, int on)
+{
+	if (!set_int(fd, SOL_SOCKET, SO_ZEROCOPY, on))
+		return 0;
+	if (errno != EOPNOTSUPP)
+		return -1;
+	return set_int(fd, SOL_RDMA, RSTREAM_ZEROCOPY, on);
+}
+
+/* Whether the running kernel is older than @major.@minor. */
+static bool kernel_before(int major, int minor)
+{
+	struct utsname u;
+	int a = 0, b = 0;
+
+	if (uname(&u) || sscanf(u.release, "%d.%d", &a, &b) != 2)
+		return false;
+	return a < major || (a == major && b < minor);
+}
+
+struct zc_seen {
+	unsigned int next;	/* the first send not notified yet */
+	int copied;		/* notifications that say the bytes were copied */
+	int zerocopy;		/* and that they were not */
+};
+
+/* Take every notification the error queue holds, checking each as TCP's. */
+static void zc_drain(struct __test_metadata *_metadata, int fd,
+		     struct zc_seen *seen)
+{
+	for (;;) {
+		char control[128];
+		struct msghdr msg = {
+			.msg_control = control,
+			.msg_controllen = sizeof(control),
+		};
+		struct sock_extended_err *ee;
+		struct cmsghdr *cm;
+		int r = recvmsg(fd, &msg, MSG_ERRQUEUE | MSG_DONTWAIT);
+
+		if (r < 0) {
+			ASSERT_EQ(EAGAIN, errno)
+				TH_LOG("MSG_ERRQUEUE: %s", strerror(errno));
+			return;
+		}
+		ASSERT_EQ(0, r);
+		ASSERT_TRUE(msg.msg_flags & MSG_ERRQUEUE);
+		cm = CMSG_FIRSTHDR(&msg);
+		ASSERT_NE(NULL, cm);
+		EXPECT_EQ(SOL_IP, cm->cmsg_level);
+		EXPECT_EQ(IP_RECVERR, cm->cmsg_type);
+		EXPECT_EQ(CMSG_LEN(sizeof(*ee) + sizeof(struct sockaddr_in)),
+			  cm->cmsg_len);
+		ee = (struct sock_extended_err *)CMSG_DATA(cm);
+		ASSERT_EQ(SO_EE_ORIGIN_ZEROCOPY, ee->ee_origin);
+		EXPECT_EQ(0u, ee->ee_errno);
+		ASSERT_EQ(seen->next, ee->ee_info)
+			TH_LOG("notified %u..%u, expected from %u", ee->ee_info,
+			       ee->ee_data, seen->next);
+		ASSERT_LE(ee->ee_info, ee->ee_data);
+		seen->next = ee->ee_data + 1;
+		if (ee->ee_code & SO_EE_CODE_ZEROCOPY_COPIED)
+			seen->copied++;
+		else
+			seen->zerocopy++;
+		EXPECT_EQ(NULL, CMSG_NXTHDR(&msg, cm));
+	}
+}
+
+/* Until the sends before @count are notified: poll reports them as POLLERR. */
+static void zc_wait(struct __test_metadata *_metadata, int fd,
+		    struct zc_seen *seen, unsigned int count)
+{
+	long long end = now_ms() + PROMPT_MS;
+
+	while (seen->next < count) {
+		struct pollfd p = { .fd = fd };
+		long long left = end - now_ms();
+
+		ASSERT_LT(0, left) TH_LOG("sends %u..%u never notified",
+					  seen->next, count - 1);
+		if (poll(&p, 1, left) != 1)
+			continue;
+		ASSERT_EQ(POLLERR, p.revents);
+		zc_drain(_metadata, fd, seen);
+	}
+}
+
+/*
+ * A child that reads @n sends of sizes[i] bytes, each the pattern of
+ * seed @seed0 + i, and exits 0 if every byte is right.
+ */
+static pid_t zc_reader(int fd, const size_t *sizes, int n, unsigned int seed0)
+{
+	pid_t pid = fork();
+	static char in[1 << 16];
+	int i;
+
+	if (pid)
+		return pid;
+	for (i = 0; i < n; i++) {
+		size_t got = 0;
+
+		while (got < sizes[i]) {
+			size_t want = sizes[i] - got;
+			long r = read(fd, in, want < sizeof(in) ? want :
+					      sizeof(in));
+
+			if (r <= 0)
+				_exit(2);
+			if (check(in, r, got, seed0 + i) >= 0)
+				_exit(3);
+			got += r;
+		}
+	}
+	_exit(0);
+}
+
+static char *zc_buffer(struct __test_metadata *_metadata, size_t len)
+{
+	char *buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	EXPECT_NE(MAP_FAILED, buf);
+	return buf == MAP_FAILED ? NULL : buf;
+}
+
+/*
+ * Sends of every size, each from its own place: every one is notified
+ * once, in order, and the peer reads every byte.
+ */
+TEST_F(zc, every_send_notified_once)
+{
+	static const size_t sizes[] = { 65536, 100000, 1 << 20, 4096 + 17,
+					300, 40, 3 * 65536 + 5, 8192 };
+	const int n = ARRAY_SIZE(sizes);
+	size_t at = 0, len = 4 << 20;
+	struct zc_seen seen = {};
+	char *buf = zc_buffer(_metadata, len);
+	pid_t pid;
+	int i;
+
+	ASSERT_NE(NULL, buf);
+	ASSERT_EQ(0, zc_enable(self->c, 1)) TH_LOG("%s", strerror(errno));
+	pid = zc_reader(self->s, sizes, n, 1);
+	ASSERT_LE(0, pid);
+	for (i = 0; i < n; i++) {
+		char *p = buf + at + (i * 37) % 4096;
+
+		fill(p, sizes[i], 0, 1 + i);
+		ASSERT_EQ((long)sizes[i],
+			  GUARDED(send(self->c, p, sizes[i], MSG_ZEROCOPY)))
+			TH_LOG("send %d: %s", i, strerror(errno));
+		at += sizes[i] + 8192;
+	}
+	zc_wait(_metadata, self->c, &seen, n);
+	EXPECT_EQ(0, child_status(pid)) TH_LOG("the reader saw other bytes");
+	/* Merged ranges keep one code: some, not all, say how it went. */
+	EXPECT_LT(0, variant->tcp ? seen.copied : seen.zerocopy);
+	munmap(buf, len);
+}
+
+/*
+ * Each send notified before the next: a small one (inline on AF_RSTREAM)
+ * says it was copied, a large one says so only on TCP over loopback.
+ * Nobody reads meanwhile: the notification does not wait for a reader.
+ */
+TEST_F(zc, copied_says_how_it_went)
+{
+	static const size_t sizes[] = { 40, 65536 };
+	struct zc_seen seen = {};
+	char *buf = zc_buffer(_metadata, 1 << 17);
+	int i;
+
+	ASSERT_NE(NULL, buf);
+	ASSERT_EQ(0, zc_enable(self->c, 1)) TH_LOG("%s", strerror(errno));
+	for (i = 0; i < 2; i++) {
+		int copied = seen.copied;
+
+		fill(buf, sizes[i], 0, i);
+		ASSERT_EQ((long)sizes[i],
+			  GUARDED(send(self->c, buf, sizes[i], MSG_ZEROCOPY)));
+		zc_wait(_metadata, self->c, &seen, i + 1);
+		EXPECT_EQ(variant->tcp || sizes[i] <= 64, seen.copied > copied)
+			TH_LOG("send of %zu bytes", sizes[i]);
+	}
+	munmap(buf, 1 << 17);
+}
+
+/*
+ * The buffer written again as soon as each send is notified, at other
+ * offsets and sizes: the peer reads every send as it was when sent.
+ */
+TEST_F(zc, buffer_reused_after_notification)
+{
+	enum { ROUNDS = 40 };
+	size_t sizes[ROUNDS], len = 256 << 10;
+	struct zc_seen seen = {};
+	char *buf = zc_buffer(_metadata, len);
+	pid_t pid;
+	int i;
+
+	ASSERT_NE(NULL, buf);
+	for (i = 0; i < ROUNDS; i++)
+		sizes[i] = 1000 + (size_t)i * 7919 % (200 << 10);
+	ASSERT_EQ(0, zc_enable(self->c, 1)) TH_LOG("%s", strerror(errno));
+	pid = zc_reader(self->s, sizes, ROUNDS, 100);
+	ASSERT_LE(0, pid);
+	for (i = 0; i < ROUNDS; i++) {
+		char *p = buf + (i * 131) % 4096;
+
+		fill(p, sizes[i], 0, 100 + i);
+		ASSERT_EQ((long)sizes[i],
+			  GUARDED(send(self->c, p, sizes[i], MSG_ZEROCOPY)))
+			TH_LOG("send %d: %s", i, strerror(errno));
+		zc_wait(_metadata, self->c, &seen, i + 1);
+		/* The pages are the program's again: anything may go there. */
+		memset(buf, 0xa5, len);
+	}
+	EXPECT_EQ(0, child_status(pid)) TH_LOG("the reader saw other bytes");
+	munmap(buf, len);
+}
+
+/*
+ * The pages of a zero-copy send count against RLIMIT_MEMLOCK, for a
+ * process without CAP_IPC_LOCK: beyond it the send fails with ENOBUFS.
+ */
+TEST_F(zc, rlimit_memlock_bounds_pinned_pages)
+{
+	struct rlimit lim = { 64 << 10, 64 << 10 };
+	char *buf = zc_buffer(_metadata, 1 << 20);
+	pid_t pid;
+
+	ASSERT_NE(NULL, buf);
+	memset(buf, 1, 1 << 20);
+	ASSERT_EQ(0, zc_enable(self->c, 1)) TH_LOG("%s", strerror(errno));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		if (drop_cap(CAP_IPC_LOCK) || setrlimit(RLIMIT_MEMLOCK, &lim))
+			_exit(2);
+		if (send(self->c, buf, 1 << 20, MSG_ZEROCOPY) != -1 ||
+		    errno != ENOBUFS)
+			_exit(3);
+		if (send(self->c, buf, 16 << 10, MSG_ZEROCOPY) != 16 << 10)
+			_exit(4);
+		_exit(0);
+	}
+	EXPECT_EQ(0, child_status(pid))
+		TH_LOG("2: set-up, 3: 1 MiB not refused, 4: 16 KiB refused");
+	munmap(buf, 1 << 20);
+}
+
+/* MSG_ZEROCOPY without SO_ZEROCOPY is a plain send: nothing is notified. */
+TEST_F(zc, without_so_zerocopy_nothing_notified)
+{
+	char buf[65536], in[65536];
+	struct pollfd p = { .fd = self->c };
+
+	fill(buf, sizeof(buf), 0, 7);
+	ASSERT_EQ((long)sizeof(buf),
+		  GUARDED(send(self->c, buf, sizeof(buf), MSG_ZEROCOPY)));
+	read_exact(_metadata, self->s, in, sizeof(in));
+	EXPECT_EQ(-1, check(in, sizeof(in), 0, 7));
+	EXPECT_EQ(0, poll(&p, 1, QUIET_MS));
+	EXPECT_EQ(-1, recv(self->c, in, sizeof(in),
+			   MSG_ERRQUEUE | MSG_DONTWAIT));
+	EXPECT_EQ(EAGAIN, errno);
+}
+
+/*
+ * SO_ZEROCOPY takes 0 and 1, and an accepted socket has its listener's,
+ * as on TCP; RSTREAM_ZEROCOPY is the same flag.  The socket core refuses
+ * SO_ZEROCOPY to other families than its own before 6.2.
+ */
+TEST(zerocopy_option_rules)
+{
+	int fds[2] = { rs_socket(AF_INET, 0), socket(AF_INET, SOCK_STREAM, 0) };
+	int l, c, s, i, a, t;
+	struct ep bound;
+
+	guard_init();
+	for (i = 0; i < 2; i++) {
+		ASSERT_LE(0, fds[i]);
+		EXPECT_EQ(0, int_opt(fds[i], SOL_SOCKET, SO_ZEROCOPY));
+		EXPECT_EQ(EINVAL, errno_of(zc_enable(fds[i], 2)));
+		EXPECT_EQ(EINVAL, errno_of(zc_enable(fds[i], -1)));
+		EXPECT_EQ(0, zc_enable(fds[i], 1));
+		EXPECT_EQ(1, int_opt(fds[i], SOL_SOCKET, SO_ZEROCOPY));
+	}
+	a = errno_of(set_int(fds[0], SOL_SOCKET, SO_ZEROCOPY, 0));
+	if (a) {
+		EXPECT_TRUE(a == EOPNOTSUPP && kernel_before(6, 2))
+			TH_LOG("SO_ZEROCOPY: %s", strerror(a));
+	} else {
+		EXPECT_EQ(0, int_opt(fds[0], SOL_RDMA, RSTREAM_ZEROCOPY));
+	}
+	EXPECT_EQ(0, set_int(fds[0], SOL_RDMA, RSTREAM_ZEROCOPY, 1));
+	EXPECT_EQ(1, int_opt(fds[0], SOL_SOCKET, SO_ZEROCOPY));
+	EXPECT_EQ(1, int_opt(fds[0], SOL_RDMA, RSTREAM_ZEROCOPY));
+	close(fds[0]);
+	close(fds[1]);
+
+	/* Inherited, on both. */
+	l = make_listener(_metadata, AF_INET, 0, 1, &bound);
+	ASSERT_EQ(0, zc_enable(l, 1));
+	c = make_client(_metadata, &bound, 0);
+	s = accept_one(_metadata, l);
+	EXPECT_EQ(1, int_opt(s, SOL_SOCKET, SO_ZEROCOPY));
+	EXPECT_EQ(0, int_opt(c, SOL_SOCKET, SO_ZEROCOPY));
+	close(s);
+	close(c);
+	close(l);
+	t = socket(AF_INET, SOCK_STREAM, 0);
+	{
+		struct sockaddr_in sin = { .sin_family = AF_INET,
+			.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		socklen_t len = sizeof(sin);
+
+		ASSERT_EQ(0, bind(t, (struct sockaddr *)&sin, len));
+		ASSERT_EQ(0, set_int(t, SOL_SOCKET, SO_ZEROCOPY, 1));
+		ASSERT_EQ(0, listen(t, 1));
+		ASSERT_EQ(0, getsockname(t, (struct sockaddr *)&sin, &len));
+		c = socket(AF_INET, SOCK_STREAM, 0);
+		ASSERT_EQ(0, connect(c, (struct sockaddr *)&sin, len));
+		s = accept(t, NULL, NULL);
+		EXPECT_EQ(1, int_opt(s, SOL_SOCKET, SO_ZEROCOPY))
+			TH_LOG("TCP's accepted socket: as ours");
+		close(s);
+		close(c);
+		close(t);
+	}
 }
 
 int main(int argc, char **argv)

@@ -41,6 +41,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <rdma/rdma_cma.h>
+#include <linux/errqueue.h>
 #include <linux/filter.h>
 #include <linux/rstream.h>
 
@@ -1042,6 +1043,55 @@ TEST_F(tsock, options_before_the_choice)
 	EXPECT_EQ(0, set_int(c, SOL_SOCKET, SO_KEEPALIVE, 0));
 	EXPECT_EQ(0, tcp_timer(c)) TH_LOG("the keepalive timer stayed");
 	both_ways(_metadata, c, s);
+	close(s);
+	close(c);
+	close(tl);
+}
+
+/*
+ * SO_ZEROCOPY set before the choice (RSTREAM_ZEROCOPY where the core
+ * refuses SO_ZEROCOPY to the family, before 6.2) is TCP's once the
+ * socket is on TCP: a send with MSG_ZEROCOPY is notified on the socket's
+ * error queue, as TCP notifies it, and poll says so.
+ */
+TEST_F(tsock, zerocopy_on_tcp)
+{
+	struct ep tb;
+	int tl = listener_on(_metadata, tcp_socket(variant->family),
+			     variant->family, &tb);
+	int c = transparent_socket(variant->family, 0), s, one = 1;
+	static char b[64 << 10];
+	char control[128];
+	struct msghdr msg = {
+		.msg_control = control,
+		.msg_controllen = sizeof(control),
+	};
+	struct pollfd p = { .events = 0 };
+	struct sock_extended_err *ee;
+	struct cmsghdr *cm;
+
+	ASSERT_LE(0, c);
+	if (setsockopt(c, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one))) {
+		ASSERT_EQ(EOPNOTSUPP, errno);
+		ASSERT_EQ(0, set_int(c, SOL_RDMA, RSTREAM_ZEROCOPY, 1));
+	}
+	client_on(_metadata, c, &tb);
+	s = accept_one(_metadata, tl);
+	EXPECT_EQ(RSTREAM_PATH_TCP, int_opt(c, SOL_RDMA, RSTREAM_PATH));
+	EXPECT_EQ(1, int_opt(c, SOL_SOCKET, SO_ZEROCOPY));
+	ASSERT_EQ((long)sizeof(b), send(c, b, sizeof(b), MSG_ZEROCOPY));
+	p.fd = c;
+	ASSERT_EQ(1, poll(&p, 1, 5000)) TH_LOG("no notification");
+	EXPECT_EQ(POLLERR, p.revents);
+	ASSERT_EQ(0, recvmsg(c, &msg, MSG_ERRQUEUE));
+	cm = CMSG_FIRSTHDR(&msg);
+	ASSERT_NE(NULL, cm);
+	EXPECT_EQ(variant->family == AF_INET6 ? SOL_IPV6 : SOL_IP,
+		  cm->cmsg_level);
+	ee = (struct sock_extended_err *)CMSG_DATA(cm);
+	EXPECT_EQ(SO_EE_ORIGIN_ZEROCOPY, ee->ee_origin);
+	EXPECT_EQ(0u, ee->ee_info);
+	EXPECT_EQ(0u, ee->ee_data);
 	close(s);
 	close(c);
 	close(tl);
