@@ -310,30 +310,24 @@ static void rstream_rtt_sample(struct rstream_sock *rs, u32 us)
 	rs->mdev_us += abs(err) - (rs->mdev_us >> 2);
 }
 
-/* @zc at the end of the chain @list: notifications are queued in order. */
-static void rstream_zc_append(struct rstream_zc **list, struct rstream_zc *zc)
-{
-	while (*list)
-		list = &(*list)->next;
-	*list = zc;
-}
-
 /*
  * rs->lock held: @slot's chain - its write's pages, then the
- * notifications that wait for it - onto the end of @list, which is
- * returned.
+ * notifications that wait for it - onto the end of the list whose last
+ * link *@tail is, which then points at the new end: lists are given back,
+ * and their notifications queued, in posting order.
  */
-static struct rstream_zc *rstream_sq_take_zc(struct rstream_sock *rs,
-					     struct rstream_sq_slot *slot,
-					     struct rstream_zc *list)
+static void rstream_sq_take_zc(struct rstream_sock *rs,
+			       struct rstream_sq_slot *slot,
+			       struct rstream_zc ***tail)
 {
 	struct rstream_zc *zc;
 
-	for (zc = slot->zc; zc; zc = zc->next)
-		rs->zc_bytes -= zc->len;
-	rstream_zc_append(&list, slot->zc);
+	**tail = slot->zc;
+	for (zc = slot->zc; zc; zc = zc->next) {
+		WRITE_ONCE(rs->zc_bytes, rs->zc_bytes - zc->len);
+		*tail = &zc->next;
+	}
 	slot->zc = NULL;
-	return list;
 }
 
 /*
@@ -343,7 +337,7 @@ static struct rstream_zc *rstream_sq_take_zc(struct rstream_sock *rs,
  */
 static struct rstream_zc *rstream_sq_complete(struct rstream_sock *rs)
 {
-	struct rstream_zc *zc = NULL;
+	struct rstream_zc *zc = NULL, **tail = &zc;
 
 	while (rstream_sq_inflight(&rs->sq)) {
 		struct rstream_sq_slot *slot = rstream_sq_tail(&rs->sq);
@@ -353,7 +347,7 @@ static struct rstream_zc *rstream_sq_complete(struct rstream_sock *rs)
 			rs->sq_ctrl--;
 		rs->sbuf_tail = slot->sbuf_end;
 		if (slot->zc)
-			zc = rstream_sq_take_zc(rs, slot, zc);
+			rstream_sq_take_zc(rs, slot, &tail);
 		if (slot->signaled)
 			break;
 	}
@@ -367,7 +361,7 @@ static struct rstream_zc *rstream_sq_complete(struct rstream_sock *rs)
  */
 void rstream_tx_zc_drop(struct rstream_sock *rs)
 {
-	struct rstream_zc *zc = NULL;
+	struct rstream_zc *zc = NULL, **tail = &zc;
 	u32 seq;
 
 	if (!rs->sq.slots)
@@ -378,9 +372,9 @@ void rstream_tx_zc_drop(struct rstream_sock *rs)
 		struct rstream_sq_slot *slot = &rs->sq.slots[seq & rs->sq.mask];
 
 		if (slot->zc)
-			zc = rstream_sq_take_zc(rs, slot, zc);
+			rstream_sq_take_zc(rs, slot, &tail);
 	}
-	rs->zc_bytes = 0;
+	WRITE_ONCE(rs->zc_bytes, 0);
 	/* In order with any notification due (rstream_tx_zc_order()). */
 	spin_lock(&rs->zc_lock);
 	spin_unlock(&rs->lock);
@@ -601,7 +595,7 @@ static int rstream_post_zc(struct rstream_sock *rs, struct rstream_zc *zc)
 		rstream_zc_unmap(rs->ibdev, zc);
 		return err;
 	}
-	rs->zc_bytes += zc->len;
+	WRITE_ONCE(rs->zc_bytes, rs->zc_bytes + zc->len);
 	rs->tx_rx_mark = rs->rx.written;
 	rs->data_sent_at = jiffies;
 	rstream_tx_consume(&rs->tx, zc->len);
@@ -871,31 +865,27 @@ static int rstream_tx_zc_write(struct rstream_sock *rs, struct msghdr *msg,
 
 /*
  * Sock lock held: a send of @uarg's was copied, so its notification is
- * due now, but not before those of the zero-copy writes still in flight:
- * it waits for the last work request posted, whose completion comes
- * after theirs (a marker on its slot).  Without the memory for a marker
- * it comes now, maybe out of order.
+ * due now, but not before those of the sends before it whose writes are
+ * still in flight: its @marker (rstream_zc_marker(), made before the send
+ * began) waits on the last work request posted, whose completion comes
+ * after theirs.  With nothing in flight, a completion may still be giving
+ * back the last of them, holding zc_lock: the caller's notification goes
+ * after it.
  */
 static void rstream_tx_zc_order(struct rstream_sock *rs,
-				struct ubuf_info *uarg)
+				struct rstream_zc *marker)
 {
-	struct rstream_zc *marker = NULL;
-
-	if (READ_ONCE(rs->zc_bytes))
-		marker = rstream_zc_marker(uarg);
 	spin_lock_bh(&rs->lock);
-	if (marker && rs->zc_bytes && rs->sq.slots) {
+	if (rs->sq.slots && rstream_sq_inflight(&rs->sq)) {
 		struct rstream_sq_slot *slot =
 			&rs->sq.slots[(rs->sq.posted - 1) & rs->sq.mask];
+		struct rstream_zc **tail = &slot->zc;
 
-		rstream_zc_append(&slot->zc, marker);
+		while (*tail)
+			tail = &(*tail)->next;
+		*tail = marker;
 		marker = NULL;
 	}
-	/*
-	 * None in flight: a completion may still be giving back the last
-	 * of them (it holds zc_lock), and the caller's notification goes
-	 * after it.
-	 */
 	spin_lock(&rs->zc_lock);
 	spin_unlock(&rs->zc_lock);
 	spin_unlock_bh(&rs->lock);
@@ -915,6 +905,7 @@ int rstream_rdma_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
 	int flags = msg->msg_flags;
 	bool polled = false, spun = false, behind = false, more, zc = false;
+	struct rstream_zc *marker = NULL;
 	struct ubuf_info *uarg = NULL;
 	size_t copied = 0;
 	long timeo;
@@ -953,8 +944,17 @@ int rstream_rdma_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			goto out;
 		}
 		zc = size > rs->inline_size && user_backed_iter(&msg->msg_iter);
-		if (!zc)
+		if (!zc) {
 			uarg_to_msgzc(uarg)->zerocopy = 0;
+			/* Its notification's place in line (below). */
+			marker = rstream_zc_marker(uarg);
+			if (!marker) {
+				net_zcopy_put_abort(uarg, true);
+				uarg = NULL;
+				err = -ENOBUFS;
+				goto out;
+			}
+		}
 	}
 
 	while (msg_data_left(msg)) {
@@ -1084,9 +1084,11 @@ out:
 	if (!copied && err == -EPIPE)
 		err = rstream_tx_error(rs);
 	/* The send's own reference; with nothing sent, its number too. */
+	if (marker && copied)
+		rstream_tx_zc_order(rs, marker);
+	else
+		rstream_zc_put(NULL, marker);
 	if (uarg) {
-		if (copied && !zc)
-			rstream_tx_zc_order(rs, uarg);
 		if (copied)
 			net_zcopy_put(uarg);
 		else
