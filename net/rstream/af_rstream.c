@@ -348,6 +348,7 @@ static int rstream_sock_renew(struct rstream_sock *rs)
 	rs->sbuf_head = 0;
 	rs->sbuf_sent = 0;
 	rs->sbuf_tail = 0;
+	rs->zc_sent = 0;
 	rs->tx_last_send = 0;
 	rs->tx_rx_mark = 0;
 	rs->tx_hold_until = 0;

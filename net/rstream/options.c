@@ -255,8 +255,9 @@ static void rstream_tcp_info(struct rstream_sock *rs, struct tcp_info *info)
 	info->tcpi_unacked = rstream_data_inflight(rs);
 	info->tcpi_snd_wnd = rs->tx.sge_left;
 	info->tcpi_snd_cwnd = (u16)(rs->tx.sseq_comp - rs->tx.sseq_no);
-	info->tcpi_bytes_sent = rs->sbuf_sent;
-	info->tcpi_bytes_acked = rs->sbuf_tail;
+	/* Zero-copy bytes count as any others (tx.c), as on TCP. */
+	info->tcpi_bytes_sent = rs->sbuf_sent + rs->zc_sent;
+	info->tcpi_bytes_acked = rs->sbuf_tail + rs->zc_sent - rs->zc_bytes;
 	info->tcpi_notsent_bytes = rstream_tx_pending(rs);
 	info->tcpi_bytes_received = rs->rx.written;
 	info->tcpi_segs_out = rs->sq.posted;

@@ -239,6 +239,7 @@ struct rstream_sock {
 	u64 sbuf_sent;			/* of those, posted (the rest corked) */
 	u64 sbuf_tail;			/* bytes whose sends completed */
 	u32 zc_bytes;			/* in zero-copy writes in flight */
+	u64 zc_sent;			/* in zero-copy writes posted, ever */
 	/*
 	 * Held, inside rs->lock, from taking finished zero-copy writes off
 	 * their slots to the end of giving them back (tx.c): notifications

@@ -596,6 +596,7 @@ static int rstream_post_zc(struct rstream_sock *rs, struct rstream_zc *zc)
 		return err;
 	}
 	WRITE_ONCE(rs->zc_bytes, rs->zc_bytes + zc->len);
+	rs->zc_sent += zc->len;
 	rs->tx_rx_mark = rs->rx.written;
 	rs->data_sent_at = jiffies;
 	rstream_tx_consume(&rs->tx, zc->len);

@@ -4515,6 +4515,7 @@ TEST_F(zc, copied_says_how_it_went)
 	static const size_t sizes[] = { 40, 65536 };
 	struct zc_seen seen = {};
 	char *buf = zc_buffer(_metadata, 1 << 17);
+	struct tcp_info_ext ti;
 	int i;
 
 	ASSERT_NE(NULL, buf);
@@ -4529,6 +4530,11 @@ TEST_F(zc, copied_says_how_it_went)
 		EXPECT_EQ(variant->tcp || sizes[i] <= 64, seen.copied > copied)
 			TH_LOG("send of %zu bytes", sizes[i]);
 	}
+	/* TCP_INFO counts zero-copy bytes as any others, as TCP does. */
+	tcp_info_of(_metadata, self->c, &ti);
+	EXPECT_EQ(40U + 65536, ti.bytes_sent);
+	if (!variant->tcp)
+		EXPECT_EQ(40U + 65536, ti.bytes_acked);
 	munmap(buf, 1 << 17);
 }
 
