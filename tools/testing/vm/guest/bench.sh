@@ -63,25 +63,27 @@ perf_start() {	# perf_start <tool> <run>
 	[ -n "$test" ] || return 0
 	perf_what="$1:$test"
 	rm -f /tmp/perf.finished
-	if [ "$1" = rsockets ]; then
+	case $1 in rsockets*)
 		# rdma-core's rstream prints nothing until it ends (stdout
 		# to a file is fully buffered): only its first test, which
-		# runs for seconds, can be profiled, from 1 s to 5 s.
+		# runs for seconds, can be profiled, from 1 s to 5 s; so in
+		# every column of it (rsockets, rsockets_blk, rsockets_busy).
 		[ "$test" = 64_lat ] || return 0
 		(
 			sleep 1
 			perf_rec -- sleep 4
-			echo done > /tmp/perf.finished
+			echo finished > /tmp/perf.finished
 		) &
 		return 0
-	fi
+		;;
+	esac
 	(
 		# Start when the tool prints the test before it; stop after it.
 		until grep -q "^$(prev_test "$test") " "/tmp/bench-client.$1" 2>/dev/null; do
 			sleep 0.05
 		done
 		perf_rec -- sh -c "until grep -q '^$test ' /tmp/bench-client.$1; do sleep 0.1; done"
-		echo done > /tmp/perf.finished
+		echo finished > /tmp/perf.finished
 	) &
 }
 
@@ -169,18 +171,23 @@ stream_run() {
 BUSY_US=1000
 RSOCKET_POLLING=/etc/rdma/rsocket/polling_time
 
-raw_lat() {	# raw_lat <bytes>
-	ib_write_lat -d rxe0 -s "$1" -n 1000 > /tmp/raw.server 2>&1 &
+# raw_lat <bytes> [<tool> <letter>]: ib_write_lat (L), or ib_send_lat (S),
+# whose sends, as rsocket's writes with immediate, each take a receive
+# and make a completion that the other side polls for.
+raw_lat() {
+	tool=${2:-ib_write_lat}
+	$tool -d rxe0 -s "$1" -n 1000 > /tmp/raw.server 2>&1 &
 	server=$!
 	sleep 0.5
 	i=0
-	until ib_write_lat -d rxe0 -s "$1" -n 1000 $ADDR > /tmp/raw.client 2>&1; do
+	until $tool -d rxe0 -s "$1" -n 1000 $ADDR > /tmp/raw.client 2>&1; do
 		i=$((i + 1))
-		[ $i -ge 20 ] && { echo "# ib_write_lat -s $1 failed"; break; }
+		[ $i -ge 20 ] && { echo "# $tool -s $1 failed"; break; }
 		sleep 0.3
 	done
 	wait $server
-	awk -v r="$run" -v s="$1" '$1 == s && NF >= 5 { print "L", r, s, $5 }' /tmp/raw.client
+	awk -v r="$run" -v s="$1" -v l="${3:-L}" '$1 == s && NF >= 5 {
+		print l, r, s, $5 }' /tmp/raw.client
 }
 
 raw_bw() {	# raw_bw <bytes> <iterations>
@@ -267,7 +274,7 @@ conn_run() {
 	if [ -n "$perf" ]; then
 		kill -INT $perf
 		wait $perf
-		echo done > /tmp/perf.finished
+		echo finished > /tmp/perf.finished
 		perf_report
 	fi
 	sleep 2
@@ -434,7 +441,10 @@ transparent_columns() {
 	wrap=
 }
 
+CLOCK=/sys/devices/system/clocksource/clocksource0/current_clocksource
 echo "# kernel $(uname -r), $(nproc) CPUs, rstream $(modinfo -F version rstream)"
+# The guest's clock: timings mean little if it changed during the run.
+echo "# clocksource at the start: $(cat $CLOCK)"
 echo "# rings per socket: $(cat /sys/module/rstream/parameters/mem_default) + $(cat /sys/module/rstream/parameters/wmem_default) bytes"
 
 run=1
@@ -457,6 +467,8 @@ while [ $run -le "$RUNS" ]; do
 	if wants raw; then
 		raw_lat 64
 		raw_lat 4096
+		raw_lat 64 ib_send_lat S
+		raw_lat 4096 ib_send_lat S
 		raw_bw 64 5000
 		raw_bw 4096 5000
 		raw_bw 65536 2000
@@ -474,4 +486,5 @@ while [ $run -le "$RUNS" ]; do
 	fi
 	run=$((run + 1))
 done
+echo "# clocksource at the end: $(cat $CLOCK)"
 echo "# done"

@@ -21,9 +21,10 @@ TOOLS = [("rstream", "AF_RSTREAM"), ("rstream_zc", "AF_RSTREAM, MSG_ZEROCOPY"),
 BLOCKING = [("rstream_blk", "AF_RSTREAM"), ("rsockets_blk", "rsockets"),
             ("rstream_busy", "AF_RSTREAM, busy"),
             ("rsockets_busy", "rsockets, busy")]
-# Every column, for the CPU table.
-COLUMNS = TOOLS + BLOCKING + [("trdma", "transparent, RDMA"),
-                              ("ttcp", "transparent, on TCP")]
+# Every column, for the CPU table, where the blocking ones say so.
+COLUMNS = TOOLS + [(t, label if "busy" in label else label + ", blocking")
+                   for t, label in BLOCKING] + \
+    [("trdma", "transparent, RDMA"), ("ttcp", "transparent, on TCP")]
 
 # Kernel memory per idle socket beyond its two rings, in KiB, measured by
 # make bench on the code before the performance work (commit 7cb29ef's
@@ -66,6 +67,7 @@ def parse(text):
     stream = defaultdict(list)      # (tool, test, "gbps"|"usec") -> values
     cpu = defaultdict(list)         # tool -> CPU seconds per GB moved
     lat = defaultdict(list)         # bytes -> usec typical
+    slat = defaultdict(list)        # the same, ib_send_lat
     bw = defaultdict(list)          # bytes -> Gb/s
     conn = defaultdict(list)        # (af, "ms"|"kib") -> per connection
     apps = defaultdict(list)        # (figure, af) -> values
@@ -90,6 +92,8 @@ def parse(text):
                     cpu[f[1]].append(float(f[3]) / (float(f[4]) / 1e9))
             elif f[0] == "L" and len(f) == 4:
                 lat[int(f[2])].append(float(f[3]))
+            elif f[0] == "S" and len(f) == 4:
+                slat[int(f[2])].append(float(f[3]))
             elif f[0] == "W" and len(f) == 4:
                 bw[int(f[2])].append(float(f[3]))
             elif f[0] == "C" and len(f) == 6:
@@ -108,7 +112,7 @@ def parse(text):
                 notes.append(line)
         except ValueError:
             notes.append(f"# unparsed: {line}")
-    return stream, lat, bw, conn, apps, sites, profile, notes, cpu
+    return stream, lat, slat, bw, conn, apps, sites, profile, notes, cpu
 
 
 # Real programs' figures (guest/bench.sh apps_run), in the order shown.
@@ -162,14 +166,18 @@ def transparent_table(fig):
     return out
 
 
-def blocking_table(fig, lat):
-    """Blocking calls, as they come and busy-polling, both tools."""
+def blocking_table(fig, lat, slat):
+    """Blocking calls, as they come and busy-polling, both tools; raw
+    sends (ib_send_lat: a receive taken and a completion polled for at
+    each end, as with rsocket's writes with immediate) beside them."""
     if not any(fig(t, "64_lat", "usec") for t, _ in BLOCKING):
         return []
     out = ["", "| test, blocking (-T b) | " +
            " | ".join(label for _, label in BLOCKING) +
            " | AF_RSTREAM / rsockets | busy: AF_RSTREAM / rsockets | "
-           "busy: AF_RSTREAM / raw |", "|---|" + "---|" * (len(BLOCKING) + 3)]
+           "busy: AF_RSTREAM / raw | raw send | "
+           "busy: AF_RSTREAM / raw send | busy: rsockets / raw send |",
+           "|---|" + "---|" * (len(BLOCKING) + 6)]
     for test in SEQUENCE:
         size, kind = test.split("_")
         unit = "usec" if kind == "lat" else "gbps"
@@ -180,17 +188,24 @@ def blocking_table(fig, lat):
             return f"{a.median / b.median:.2f}" if a and b else "-"
         raw = Figure(lat.get(RAW_BYTES[size], [])) if kind == "lat" \
             else Figure([])
+        send = Figure(slat.get(RAW_BYTES[size], [])) if kind == "lat" \
+            else Figure([])
         cells += [vs(fig("rstream_blk", test, unit),
                      fig("rsockets_blk", test, unit)),
                   vs(fig("rstream_busy", test, unit),
                      fig("rsockets_busy", test, unit)),
-                  vs(fig("rstream_busy", test, unit), raw)]
+                  vs(fig("rstream_busy", test, unit), raw),
+                  send.text(),
+                  vs(fig("rstream_busy", test, unit), send),
+                  vs(fig("rsockets_busy", test, unit), send)]
         out.append(f"| {test} ({label}) | " + " | ".join(cells) + " |")
     out.append("")
     out.append("Both tools with -T b (blocking calls, MSG_WAITALL); busy: "
                "both busy-poll before they sleep, for the same time "
                "(AF_RSTREAM: rstream(1) --busy-poll, SO_BUSY_POLL; "
-               "rsockets: its polling_time file).")
+               "rsockets: its polling_time file); raw send: ib_send_lat "
+               "(typical, one way), both ends polling their completion "
+               "queues.")
     return out
 
 
@@ -217,7 +232,8 @@ def ring_bytes(notes):
 
 def report(kernel_name, text):
     """(lines of the report, targets met, targets in all)."""
-    stream, lat, bw, conn, apps, sites, profile, notes, cpu = parse(text)
+    stream, lat, slat, bw, conn, apps, sites, profile, notes, cpu = \
+        parse(text)
     out = [n for n in notes if not n.startswith("# run ")]
 
     def fig(tool, test, unit):
@@ -246,7 +262,7 @@ def report(kernel_name, text):
                "share of the median; raw write: ib_write_lat (typical, "
                "one way) or ib_write_bw at the same size.")
 
-    out.extend(blocking_table(fig, lat))
+    out.extend(blocking_table(fig, lat, slat))
     out.extend(cpu_table(cpu))
 
     rings = ring_bytes(notes) / 1024

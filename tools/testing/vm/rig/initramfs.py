@@ -36,6 +36,7 @@ HOST_PROGRAMS = [
     "/usr/bin/rping",
     "/usr/bin/ib_write_bw",
     "/usr/bin/ib_write_lat",
+    "/usr/bin/ib_send_lat",
     "/usr/bin/nc.traditional",     # an ordinary program, for the preload
     # Real programs run over AF_RSTREAM by rstream-run (rstream_run.sh):
     # a bandwidth tool, a key-value server and its clients, an HTTP server
