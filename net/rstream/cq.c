@@ -145,10 +145,11 @@ static void rstream_cq_missed(struct rstream_sock *rs)
 }
 
 /*
- * Whether anyone must hear of the next completion as it comes, rather
- * than at the next call on the socket.  Any context.
+ * Whether completions must be handled as they come even with no process
+ * to look at them: set-up, shutdown, teardown, resets, held updates, a
+ * SIGIO owner and corked bytes.  Any context.
  */
-static bool rstream_cq_wants_events(struct rstream_sock *rs)
+static bool rstream_cq_needs_handler(struct rstream_sock *rs)
 {
 	struct sock *sk = &rs->sk;
 
@@ -166,9 +167,16 @@ static bool rstream_cq_wants_events(struct rstream_sock *rs)
 	    sock_flag(sk, SOCK_DEAD) || sock_flag(sk, SOCK_FASYNC))
 		return true;
 	/* Corked bytes go out when the write ahead of them completes. */
-	if (READ_ONCE(rs->sbuf_head) != READ_ONCE(rs->sbuf_sent))
-		return true;
-	return rstream_has_waiter(rs);
+	return READ_ONCE(rs->sbuf_head) != READ_ONCE(rs->sbuf_sent);
+}
+
+/*
+ * Whether anyone must hear of the next completion as it comes, rather
+ * than at the next call on the socket.  Any context.
+ */
+static bool rstream_cq_wants_events(struct rstream_sock *rs)
+{
+	return rstream_cq_needs_handler(rs) || rstream_has_waiter(rs);
 }
 
 /*
@@ -244,7 +252,56 @@ static int rstream_cq_irqpoll(struct irq_poll *iop, int budget)
 	return done;
 }
 
-/* The device's completion event: any context, hard IRQ on real HCAs. */
+/*
+ * If everyone on the socket's wait queue is one of our own blocking loops
+ * (recvmsg, sendmsg, connect's wait for the first grant: sk_wait_event()'s
+ * woken_wake_function), which handle the CQ themselves once woken, wake
+ * them and say so.  poll, select and epoll would report a readiness twice
+ * (once for this wake-up, once for the handler's), and io_uring and AIO
+ * polls take a wake-up's key as what happened: those hear from irq_poll.
+ * The queue's lock is held across the look and the wake-up, so a waiter
+ * of another kind cannot join in between.
+ */
+static bool rstream_cq_wake_loops(struct rstream_sock *rs)
+{
+	struct wait_queue_entry *entry;
+	struct socket_wq *wq;
+	unsigned long flags;
+	bool ours = false;
+
+	rcu_read_lock();
+	wq = rcu_dereference(rs->sk.sk_wq);
+	if (!skwq_has_sleeper(wq))
+		goto out;
+	spin_lock_irqsave(&wq->wait.lock, flags);
+	ours = !list_empty(&wq->wait.head);
+	list_for_each_entry(entry, &wq->wait.head, entry) {
+		if (entry->func != woken_wake_function) {
+			ours = false;
+			break;
+		}
+	}
+	if (ours)
+		wake_up_locked(&wq->wait);
+	spin_unlock_irqrestore(&wq->wait.lock, flags);
+out:
+	rcu_read_unlock();
+	return ours;
+}
+
+/*
+ * The device's completion event: any context, hard IRQ on real HCAs.
+ *
+ * 6.12's soft-RoCE signals from its work items: process context, IRQs
+ * off (its CQ lock), where raising irq_poll's softirq wakes ksoftirqd,
+ * a switch there and back before a sleeping reader even hears of its
+ * data.  There, when the only ones to tell are blocked calls on the
+ * socket, they are woken directly and each handles the CQ itself, as a
+ * userspace rsocket's completion channel wakes its process.  The
+ * backstop timer covers one that leaves without a look (a signal, its
+ * time up); rstream_cq_destroy() stops it once the CQ is gone, after
+ * the last event.
+ */
 static void rstream_cq_event(struct ib_cq *cq, void *ctx)
 {
 	struct rstream_sock *rs = ctx;
@@ -252,6 +309,12 @@ static void rstream_cq_event(struct ib_cq *cq, void *ctx)
 	clear_bit(RSTREAM_CQ_ARMED, &rs->cq_state);
 	/* ARMED clear before irq_poll's state is read; pairs with irqpoll. */
 	smp_mb__after_atomic();
+	if (!in_interrupt() && test_bit(RSTREAM_CQ_LIVE, &rs->cq_state) &&
+	    !rstream_cq_needs_handler(rs) && rstream_cq_wake_loops(rs)) {
+		if (!timer_pending(&rs->cq_timer))
+			mod_timer(&rs->cq_timer, jiffies + RSTREAM_CQ_IDLE);
+		return;
+	}
 	irq_poll_sched(&rs->iop);
 }
 
@@ -637,9 +700,11 @@ void rstream_cq_destroy(struct rstream_sock *rs)
 			usleep_range(10, 100);
 		irq_poll_disable(&rs->iop);
 		/*
-		 * Only a claim starts the backstop, and none can succeed now;
-		 * the cork timer starts only under rs->lock on a connection
-		 * that can post, and RSTREAM_F_DEAD was set before (conn.c).
+		 * No claim can succeed now, so only a late event can start
+		 * the backstop again: stopped once more after the CQ, whose
+		 * destruction ends its events.  The cork timer starts only
+		 * under rs->lock on a connection that can post, and
+		 * RSTREAM_F_DEAD was set before (conn.c).
 		 */
 		del_timer_sync(&rs->cq_timer);
 		hrtimer_cancel(&rs->cork_timer);
@@ -647,6 +712,7 @@ void rstream_cq_destroy(struct rstream_sock *rs)
 		clear_bit_unlock(RSTREAM_CQ_POLLING, &rs->cq_state);
 		ib_destroy_cq(rs->cq);
 		rs->cq = NULL;
+		del_timer_sync(&rs->cq_timer);
 	}
 	kfree(rs->wc);
 	rs->wc = NULL;

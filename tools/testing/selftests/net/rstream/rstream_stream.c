@@ -42,6 +42,7 @@
 #include <sys/time.h>
 #include <sys/utsname.h>
 #include <sched.h>
+#include <linux/aio_abi.h>
 #include <linux/capability.h>
 #include <linux/errqueue.h>
 #include <linux/rstream.h>
@@ -2375,6 +2376,42 @@ TEST_F(conn, epoll_et_one_event_per_arrival)
 	recv_exact(_metadata, self->c, buf, 2, 0);
 	EXPECT_EQ(0, memcmp(buf, "ab", 2));
 	close(ep);
+}
+
+/*
+ * A Linux AIO poll (IOCB_CMD_POLL) takes the wake-up's key as what
+ * happened, without asking the socket again: a completion of our own
+ * write must not be reported as data to read, and the data, when it
+ * comes, is.
+ */
+TEST_F(conn, aio_poll_reports_what_happened)
+{
+	struct timespec quiet = { .tv_nsec = QUIET_MS * 1000000L };
+	struct timespec prompt = { .tv_sec = PROMPT_MS / 1000 };
+	struct iocb cb = { .aio_lio_opcode = IOCB_CMD_POLL,
+			   .aio_fildes = self->c, .aio_buf = POLLIN };
+	struct iocb *cbs[] = { &cb };
+	struct io_event ev = {};
+	aio_context_t ctx = 0;
+	char buf[1];
+
+	ASSERT_EQ(0, syscall(__NR_io_setup, 1, &ctx))
+		TH_LOG("io_setup: %s", strerror(errno));
+	ASSERT_EQ(1, syscall(__NR_io_submit, ctx, 1, cbs))
+		TH_LOG("io_submit: %s", strerror(errno));
+	/* Our write's completion wakes the socket; nothing came to read. */
+	put(_metadata, self->c, "x");
+	recv_exact(_metadata, self->s, buf, 1, 0);
+	EXPECT_EQ(0, syscall(__NR_io_getevents, ctx, 1, 1, &ev, &quiet))
+		TH_LOG("reported %#llx with nothing to read", ev.res);
+	put(_metadata, self->s, "y");
+	ASSERT_EQ(1, syscall(__NR_io_getevents, ctx, 1, 1, &ev, &prompt));
+	/* What the wake-up said: POLLIN (and POLLRDNORM), no end, no error. */
+	EXPECT_EQ(POLLIN, (int)ev.res & (POLLIN | POLLOUT | POLLERR | POLLHUP))
+		TH_LOG("reported %#llx", ev.res);
+	recv_exact(_metadata, self->c, buf, 1, 0);
+	EXPECT_EQ('y', buf[0]);
+	syscall(__NR_io_destroy, ctx);
 }
 
 /* One byte into a socket or pipe, and out of one. */
