@@ -266,10 +266,25 @@ conn_run() {
 	# rsockets' set-up is slower: up to 600 s for its 1,000.
 	limit=120
 	[ "$af" = rsockets ] && limit=600
+	# A run whose progress stopped for 30 s has stalled: rdma-core's
+	# rsocket server stops accepting near 200 connections in one
+	# process (its threads wait on each other: raccept() reading its
+	# queue, another thread blocked writing to a socket pair); what it
+	# made by then is what it is measured on.
 	i=0
-	until grep -q "^pause:" /tmp/conn.fill || [ $i -ge $limit ]; do
+	seen=
+	still=0
+	until grep -q "^pause:" /tmp/conn.fill || [ $i -ge $limit ] ||
+	      [ $still -ge 30 ]; do
 		i=$((i + 1))
 		sleep 1
+		last=$(grep "^progress:" /tmp/conn.fill | tail -n 1)
+		if [ "$last" = "$seen" ]; then
+			still=$((still + 1))
+		else
+			seen=$last
+			still=0
+		fi
 	done
 	if [ -n "$perf" ]; then
 		kill -INT $perf
@@ -294,7 +309,7 @@ conn_run() {
 		    END { if (n) print n, t; else if (pn) print pn, pt }' \
 		/tmp/conn.fill)
 	grep -q "^fill: [0-9]* made$" /tmp/conn.fill ||
-		echo "# $af: not all $CONNS made within ${limit} s; figures of the ${made%% *} made: $(tail -n 2 /tmp/conn.fill | tr '\n' ' ')"
+		echo "# $af: not all $CONNS made (progress stopped, or ${limit} s up); figures of the ${made%% *} made: $(tail -n 2 /tmp/conn.fill | tr '\n' ' ')"
 	echo "C $af $run ${made:-0 0} $((after - before))"
 	kill -USR1 $client $server 2>/dev/null
 	wait $client $server
