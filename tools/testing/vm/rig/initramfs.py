@@ -183,8 +183,12 @@ def write_cpio(root, dest):
 
 def base_image(kernel):
     versions = " ".join(f"{p}={dpkg_version(p)}" for p in HOST_PACKAGES)
+    # The lists as this process has them, not only this file as it is
+    # now: an image made while the file was edited is keyed by what it
+    # holds, and the next run makes its own.
     key = digest(kernel.release, kernel.package, versions,
-                 Path(__file__), " ".join(GUEST_MODULES))
+                 Path(__file__), " ".join(GUEST_MODULES),
+                 " ".join(HOST_PROGRAMS + HOST_LIBRARIES + HOST_FILES))
     dest = CACHE / "initramfs" / f"base-{kernel.release}-{key}.cpio.gz"
     if dest.exists():
         return dest
