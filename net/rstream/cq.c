@@ -44,6 +44,16 @@
  * core's rules, and recvmsg() and sendmsg() through rstream_cq_busy_poll()
  * with an end of their own.  The contexts hang off one dummy net_device,
  * the kernel's way to have NAPI without an interface.
+ *
+ * A process that polls and finds nothing gives way to a task waiting for
+ * its CPU (rstream_give_way(), and a busy poll before it spins on), as
+ * KVM's halt polling looks at single_task_running().  On soft-RoCE that
+ * runs its work from a workqueue (6.12's does; 6.1's from softirq), that
+ * task is as a rule the device's own worker, which carries the very bytes
+ * or completion the poller waits for: left to the scheduler, it waits for
+ * the poller's time slice to end, and a nonblocking loop or a busy poll
+ * holds the CPU from it.  With the CPU to itself, a poller gives nothing
+ * away.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -51,6 +61,7 @@
 #include <linux/netdevice.h>
 #include <linux/sched/clock.h>
 #include <linux/sched/signal.h>
+#include <linux/sched/stat.h>
 #include <linux/timer.h>
 #include <net/busy_poll.h>
 #include <net/tcp_states.h>
@@ -446,19 +457,47 @@ struct rstream_cq_busy {
 	struct rstream_sock *rs;
 	bool (*done)(struct rstream_sock *rs);
 	unsigned long deadline;		/* jiffies, or 0: no limit */
+	unsigned long start;		/* busy_loop_current_time() */
+	bool give_way;			/* another task waits for the CPU */
 };
 
-/* napi_busy_loop()'s end: process context, preemption off. */
+/* Whether the spin is over for good: process context. */
+static bool rstream_cq_busy_over(struct rstream_cq_busy *b)
+{
+	return b->done(b->rs) || signal_pending(current) ||
+	       !test_bit(RSTREAM_CQ_LIVE, &b->rs->cq_state) ||
+	       sk_busy_loop_timeout(&b->rs->sk, b->start) ||
+	       (b->deadline && time_after_eq(jiffies, b->deadline));
+}
+
+/*
+ * napi_busy_loop()'s end: process context, preemption off.  The time
+ * counts from the first of the loops one spin may take (it resumes after
+ * giving way), not from the start of each.
+ */
 static bool rstream_cq_busy_end(void *arg, unsigned long start)
 {
 	struct rstream_cq_busy *b = arg;
 
-	return b->done(b->rs) || signal_pending(current) ||
-	       !test_bit(RSTREAM_CQ_LIVE, &b->rs->cq_state) ||
-	       sk_busy_loop_timeout(&b->rs->sk, start) ||
-	       (b->deadline && time_after_eq(jiffies, b->deadline));
+	if (rstream_cq_busy_over(b))
+		return true;
+	b->give_way = !single_task_running();
+	return b->give_way;
 }
 #endif
+
+/*
+ * A nonblocking call found nothing: let a task that waits for this CPU
+ * run first (see the top of this file).  Still runnable, we are the
+ * scheduler's to pick again at once if it finds us more deserving; what
+ * it does not do by itself is look before our time slice ends.  Process
+ * context, no locks held.
+ */
+void rstream_give_way(void)
+{
+	if (!single_task_running())
+		schedule();
+}
 
 /**
  * rstream_cq_busy_poll() - spin on the CQ before a blocking call sleeps
@@ -468,8 +507,10 @@ static bool rstream_cq_busy_end(void *arg, unsigned long start)
  *
  * Up to the socket's busy-poll time (SO_BUSY_POLL), within *@timeo, until
  * @done, a signal or the CQ's end; need_resched() lets others run, as in
- * any busy loop.  Process context, sock lock held: released while we
- * spin, so that another thread's call on the socket goes on meanwhile.
+ * any busy loop, and so does another task waiting for the CPU, after
+ * which the spin goes on.  Process context, sock lock held: released
+ * while we spin, so that another thread's call on the socket goes on
+ * meanwhile.
  * Return: whether it spun (the caller looks again before it sleeps).
  */
 bool rstream_cq_busy_poll(struct rstream_sock *rs,
@@ -486,10 +527,18 @@ bool rstream_cq_busy_poll(struct rstream_sock *rs,
 		return false;
 	if (*timeo != MAX_SCHEDULE_TIMEOUT)
 		b.deadline = (start + *timeo) ?: 1;
+	b.start = busy_loop_current_time();
 	release_sock(sk);
-	napi_busy_loop(id, rstream_cq_busy_end, &b,
-		       READ_ONCE(sk->sk_prefer_busy_poll),
-		       READ_ONCE(sk->sk_busy_poll_budget) ?: BUSY_POLL_BUDGET);
+	for (;;) {
+		b.give_way = false;
+		napi_busy_loop(id, rstream_cq_busy_end, &b,
+			       READ_ONCE(sk->sk_prefer_busy_poll),
+			       READ_ONCE(sk->sk_busy_poll_budget) ?:
+			       BUSY_POLL_BUDGET);
+		if (!b.give_way || rstream_cq_busy_over(&b))
+			break;
+		schedule();
+	}
 	lock_sock(sk);
 	if (*timeo != MAX_SCHEDULE_TIMEOUT)
 		*timeo = max_t(long, *timeo - (long)(jiffies - start), 0);

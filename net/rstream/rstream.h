@@ -589,6 +589,7 @@ void rstream_cq_destroy(struct rstream_sock *rs);
 void rstream_cq_poll(struct rstream_sock *rs);
 void rstream_cq_drain(struct rstream_sock *rs);
 bool rstream_cq_try_drain(struct rstream_sock *rs);
+void rstream_give_way(void);
 bool rstream_cq_busy_poll(struct rstream_sock *rs,
 			  bool (*done)(struct rstream_sock *rs), long *timeo);
 int rstream_cq_init(void);

@@ -229,8 +229,11 @@ int rstream_rdma_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	    !READ_ONCE(sk->sk_shutdown) &&
 	    !(READ_ONCE(rs->flags) & (BIT(RSTREAM_F_SHUT_RECV) |
 				      BIT(RSTREAM_F_DISC_RECV) |
-				      BIT(RSTREAM_F_DEAD))))
+				      BIT(RSTREAM_F_DEAD)))) {
+		/* A reader that will try again: the bytes may be on the way. */
+		rstream_give_way();
 		return -EAGAIN;
+	}
 
 	lock_sock(sk);
 	if (sk->sk_state == TCP_LISTEN) {
@@ -328,5 +331,7 @@ out:
 		rstream_cq_poll(rs);
 	if (copied)
 		return copied;
+	if (err == -EAGAIN)
+		rstream_give_way();
 	return err;
 }

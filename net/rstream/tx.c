@@ -1100,5 +1100,8 @@ out:
 		return copied;
 	if (err == -EPIPE && !(flags & MSG_NOSIGNAL))
 		send_sig(SIGPIPE, current, 0);
+	/* A writer that will try again: the room may be in another's hands. */
+	if (err == -EAGAIN)
+		rstream_give_way();
 	return err;
 }
