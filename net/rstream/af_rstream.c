@@ -221,7 +221,10 @@ static struct rstream_sock *rstream_child_alloc(struct rstream_sock *lrs)
 /*
  * The ring sizes, as rsocket takes them: SO_RCVBUF/SO_SNDBUF (which the
  * core has already doubled) or the module's defaults, in whole pages and
- * at least two, so each half of the ring is a page or more.  Sock lock.
+ * at least two, so each half of the ring is a page or more.  The staging
+ * region's last RSTREAM_CTRL_BYTES hold the credit grants we send (tx.c):
+ * its data ring is that much smaller, rather than the region a page (and
+ * soft-RoCE's page list a table entry) larger for 64 bytes.  Sock lock.
  */
 static void rstream_fix_sizes(struct rstream_sock *rs)
 {
@@ -238,7 +241,8 @@ static void rstream_fix_sizes(struct rstream_sock *rs)
 				rstream_params[RSTREAM_PARAM_MEM].max);
 	rs->sbuf_size = clamp_t(u32, PAGE_ALIGN(READ_ONCE(sk->sk_sndbuf)),
 				2 * PAGE_SIZE,
-				rstream_params[RSTREAM_PARAM_WMEM].max);
+				rstream_params[RSTREAM_PARAM_WMEM].max) -
+			RSTREAM_CTRL_BYTES;
 	rs->sizes_fixed = true;
 }
 
