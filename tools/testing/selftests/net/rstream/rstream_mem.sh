@@ -95,6 +95,13 @@ rxe_queue_pages() {
 	     END { print n + 0 }' /proc/vmallocinfo
 }
 
+# Bytes in the vmap areas of the regions a connection registers (ring,
+# staging ring, target array), each with its guard page.
+buf_bytes() {
+	awk '/ rstream_buf_alloc\+/ { n += $2 } END { print n + 0 }' \
+		/proc/vmallocinfo
+}
+
 bytes_pinned() {
 	awk '$1 == "pinned" { print $2 }' /proc/net/rstream/memory
 }
@@ -111,6 +118,7 @@ device_queues_charged() {
 		echo "$3" > "$PARAMS/inline_default"
 		wait_released
 		q0=$(rxe_queue_pages)
+		b0=$(buf_bytes)
 		p0=$(bytes_pinned)
 		start serve serve,"$ADDR4",20307
 		wait_line serve "listening"
@@ -118,12 +126,20 @@ device_queues_charged() {
 		wait_line fill "^pause"
 		grep -q "fill: 10 made$" $OUT.fill || die "$(cat $OUT.fill)"
 		q=$(( ($(rxe_queue_pages) - q0) * 4096 / 20 ))
-		# Less each socket's rings (128 KiB each, the staging one a
-		# page more for grants) and its target array's page.
-		c=$(( ($(bytes_pinned) - p0) / 20 - (32 + 33 + 1) * 4096 ))
+		b=$(( ($(buf_bytes) - b0) / 20 ))
+		# Less each socket's rings (128 KiB each; the grants we send
+		# go out of the staging ring's last bytes) and its target
+		# array's page.
+		c=$(( ($(bytes_pinned) - p0) / 20 - (32 + 32 + 1) * 4096 ))
 		stop "$FILL"
 		stop "$SERVE"
 		echo "sq $1 rq $2 inline $3: the device keeps $q bytes a socket, charged $c"
+		echo "the regions' areas take $b bytes a socket"
+		# The three regions are the page-aligned sizes asked for, no
+		# page more (the staging ring took one more for 64 bytes of
+		# grants), plus a guard page each.
+		[ "$b" -eq $(( (32 + 32 + 1 + 3) * 4096 )) ] ||
+			die "the regions take $b bytes a socket, not $(( (32 + 32 + 1 + 3) * 4096 ))"
 		[ "$q" -gt 0 ] || die "no rxe_queue_init areas in /proc/vmallocinfo"
 		[ "$c" -ge "$q" ] || die "charged $c bytes for $q the device keeps"
 		[ "$c" -le $((2 * q)) ] || die "charged $c bytes for $q: over twice"
