@@ -139,7 +139,7 @@ struct rstream_info {
 	__u32	ri_rq_size;		/* receive queue entries */
 	__u32	ri_inline_size;		/* bytes a write carries inline */
 	__u32	ri_ring_size;		/* our receive ring, bytes */
-	__u32	ri_sbuf_size;		/* our send staging ring, bytes */
+	__u32	ri_sbuf_size;		/* our send staging ring, bytes (less 64) */
 	__u32	ri_credits;		/* messages the peer lets us send */
 	__u32	ri_grant_left;		/* bytes left of the peer's grant */
 	__u32	ri_granted;		/* bytes of our ring the peer may fill */

@@ -138,8 +138,9 @@ device_queues_charged() {
 		# The three regions are the page-aligned sizes asked for, no
 		# page more (the staging ring took one more for 64 bytes of
 		# grants), plus a guard page each.
-		[ "$b" -eq $(( (32 + 32 + 1 + 3) * 4096 )) ] ||
-			die "the regions take $b bytes a socket, not $(( (32 + 32 + 1 + 3) * 4096 ))"
+		want=$(( (32 + 32 + 1 + 3) * 4096 ))
+		[ "$b" -eq "$want" ] ||
+			die "the regions take $b bytes a socket, not $want"
 		[ "$q" -gt 0 ] || die "no rxe_queue_init areas in /proc/vmallocinfo"
 		[ "$c" -ge "$q" ] || die "charged $c bytes for $q the device keeps"
 		[ "$c" -le $((2 * q)) ] || die "charged $c bytes for $q: over twice"
