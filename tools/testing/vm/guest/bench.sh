@@ -190,6 +190,20 @@ raw_lat() {
 		print l, r, s, $5 }' /tmp/raw.client
 }
 
+# kraw_lat <bytes> <round trips>: the same round trip between two kernel
+# QPs, each end spinning on its own CQ, with nothing of a socket around
+# them (K): rstream_test_rawlat, the floor under AF_RSTREAM's busy rows.
+# The module does it all in its init and stays loaded only if it worked.
+kraw_lat() {
+	if modprobe rstream_test_rawlat size="$1" iters="$2" 2> /tmp/kraw.err; then
+		rmmod rstream_test_rawlat
+		dmesg | sed -n "s/.*rstream_test_rawlat: rawlat $1 [0-9]* \([0-9.]*\)\$/K $run $1 \1/p" |
+			tail -n 1
+	else
+		echo "# rstream_test_rawlat size $1 failed: $(cat /tmp/kraw.err)"
+	fi
+}
+
 raw_bw() {	# raw_bw <bytes> <iterations>
 	ib_write_bw -d rxe0 -s "$1" -n "$2" --report_gbits > /tmp/raw.server 2>&1 &
 	server=$!
@@ -484,6 +498,8 @@ while [ $run -le "$RUNS" ]; do
 		raw_lat 4096
 		raw_lat 64 ib_send_lat S
 		raw_lat 4096 ib_send_lat S
+		kraw_lat 64 20000
+		kraw_lat 4096 5000
 		raw_bw 64 5000
 		raw_bw 4096 5000
 		raw_bw 65536 2000

@@ -68,6 +68,7 @@ def parse(text):
     cpu = defaultdict(list)         # tool -> CPU seconds per GB moved
     lat = defaultdict(list)         # bytes -> usec typical
     slat = defaultdict(list)        # the same, ib_send_lat
+    klat = defaultdict(list)        # the same, two kernel QPs
     bw = defaultdict(list)          # bytes -> Gb/s
     conn = defaultdict(list)        # (af, "ms"|"kib") -> per connection
     apps = defaultdict(list)        # (figure, af) -> values
@@ -94,6 +95,8 @@ def parse(text):
                 lat[int(f[2])].append(float(f[3]))
             elif f[0] == "S" and len(f) == 4:
                 slat[int(f[2])].append(float(f[3]))
+            elif f[0] == "K" and len(f) == 4:
+                klat[int(f[2])].append(float(f[3]))
             elif f[0] == "W" and len(f) == 4:
                 bw[int(f[2])].append(float(f[3]))
             elif f[0] == "C" and len(f) == 6:
@@ -112,7 +115,8 @@ def parse(text):
                 notes.append(line)
         except ValueError:
             notes.append(f"# unparsed: {line}")
-    return stream, lat, slat, bw, conn, apps, sites, profile, notes, cpu
+    return (stream, lat, slat, klat, bw, conn, apps, sites, profile, notes,
+            cpu)
 
 
 # Real programs' figures (guest/bench.sh apps_run), in the order shown.
@@ -166,18 +170,22 @@ def transparent_table(fig):
     return out
 
 
-def blocking_table(fig, lat, slat):
+def blocking_table(fig, lat, slat, klat):
     """Blocking calls, as they come and busy-polling, both tools; raw
     sends (ib_send_lat: a receive taken and a completion polled for at
-    each end, as with rsocket's writes with immediate) beside them."""
+    each end, as with rsocket's writes with immediate) beside them, and
+    the same round trip between two kernel QPs (the floor under a kernel
+    socket's)."""
     if not any(fig(t, "64_lat", "usec") for t, _ in BLOCKING):
         return []
     out = ["", "| test, blocking (-T b) | " +
            " | ".join(label for _, label in BLOCKING) +
            " | AF_RSTREAM / rsockets | busy: AF_RSTREAM / rsockets | "
            "busy: AF_RSTREAM / raw | raw send | "
-           "busy: AF_RSTREAM / raw send | busy: rsockets / raw send |",
-           "|---|" + "---|" * (len(BLOCKING) + 6)]
+           "busy: AF_RSTREAM / raw send | busy: rsockets / raw send | "
+           "kernel QPs | busy: AF_RSTREAM / kernel QPs | "
+           "kernel QPs / rsockets busy |",
+           "|---|" + "---|" * (len(BLOCKING) + 9)]
     for test in SEQUENCE:
         size, kind = test.split("_")
         unit = "usec" if kind == "lat" else "gbps"
@@ -190,6 +198,8 @@ def blocking_table(fig, lat, slat):
             else Figure([])
         send = Figure(slat.get(RAW_BYTES[size], [])) if kind == "lat" \
             else Figure([])
+        kern = Figure(klat.get(RAW_BYTES[size], [])) if kind == "lat" \
+            else Figure([])
         cells += [vs(fig("rstream_blk", test, unit),
                      fig("rsockets_blk", test, unit)),
                   vs(fig("rstream_busy", test, unit),
@@ -197,7 +207,10 @@ def blocking_table(fig, lat, slat):
                   vs(fig("rstream_busy", test, unit), raw),
                   send.text(),
                   vs(fig("rstream_busy", test, unit), send),
-                  vs(fig("rsockets_busy", test, unit), send)]
+                  vs(fig("rsockets_busy", test, unit), send),
+                  kern.text(),
+                  vs(fig("rstream_busy", test, unit), kern),
+                  vs(kern, fig("rsockets_busy", test, unit))]
         out.append(f"| {test} ({label}) | " + " | ".join(cells) + " |")
     out.append("")
     out.append("Both tools with -T b (blocking calls, MSG_WAITALL); busy: "
@@ -205,7 +218,9 @@ def blocking_table(fig, lat, slat):
                "(AF_RSTREAM: rstream(1) --busy-poll, SO_BUSY_POLL; "
                "rsockets: its polling_time file); raw send: ib_send_lat "
                "(typical, one way), both ends polling their completion "
-               "queues.")
+               "queues; kernel QPs: the same writes with immediate between "
+               "two kernel QPs, each end spinning on its CQ, nothing of a "
+               "socket around them (rstream_test_rawlat, one way).")
     return out
 
 
@@ -232,7 +247,7 @@ def ring_bytes(notes):
 
 def report(kernel_name, text):
     """(lines of the report, targets met, targets in all)."""
-    stream, lat, slat, bw, conn, apps, sites, profile, notes, cpu = \
+    stream, lat, slat, klat, bw, conn, apps, sites, profile, notes, cpu = \
         parse(text)
     out = [n for n in notes if not n.startswith("# run ")]
 
@@ -262,7 +277,7 @@ def report(kernel_name, text):
                "share of the median; raw write: ib_write_lat (typical, "
                "one way) or ib_write_bw at the same size.")
 
-    out.extend(blocking_table(fig, lat, slat))
+    out.extend(blocking_table(fig, lat, slat, klat))
     out.extend(cpu_table(cpu))
 
     rings = ring_bytes(notes) / 1024

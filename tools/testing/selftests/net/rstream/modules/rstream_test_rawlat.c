@@ -1,0 +1,512 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Bench helper: the round trip a kernel consumer of an RDMA device gets
+ * with nothing of a socket around it.  Two RC connections' ends, both in
+ * this module and joined through rdma_cm over @addr, ping-pong @size
+ * bytes with RDMA WRITE WITH IMMEDIATE, as rsockets' data messages are,
+ * each end spinning on its own completion queue (ib_poll_cq() in a loop,
+ * giving way as AF_RSTREAM's pollers do) for the other's.  Every write is signaled, as
+ * rsockets and AF_RSTREAM signal theirs.
+ *
+ * What it measures is the floor under AF_RSTREAM's busy-polling rows: a
+ * kernel QP and a kernel CQ, on a device whose driver may treat them
+ * otherwise than a process's (6.1's soft-RoCE runs a kernel QP's sends
+ * from a tasklet, a process's inline; the CQ's lock is taken on every
+ * poll).  `make bench` runs it next to ib_write_lat and rsockets.
+ *
+ * Everything happens in the module's init, which prints one line
+ *
+ *   rawlat <size> <iterations> <usec per one-way>
+ *
+ * tears down what it made and returns 0 (or the error, which says what
+ * failed).  Every wait is bounded: a lost completion ends the run with
+ * ETIMEDOUT and names the side that waited.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/completion.h>
+#include <linux/inet.h>
+#include <linux/kthread.h>
+#include <linux/module.h>
+#include <linux/sched/stat.h>
+#include <linux/scatterlist.h>
+#include <linux/sizes.h>
+#include <linux/slab.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
+
+#define RAWLAT_RECVS		32
+#define RAWLAT_MAX_SIZE		SZ_1M
+#define RAWLAT_WAIT_MS		5000
+#define RAWLAT_MAX_ITERS	1000000
+
+static char addr[64] = "192.0.2.1";
+module_param_string(addr, addr, sizeof(addr), 0444);
+MODULE_PARM_DESC(addr, "IPv4 address of the RDMA device to use (default 192.0.2.1)");
+
+static unsigned short port = 7999;
+module_param(port, ushort, 0444);
+MODULE_PARM_DESC(port, "port of the listening end (default 7999)");
+
+static unsigned int size = 64;
+module_param(size, uint, 0444);
+MODULE_PARM_DESC(size, "bytes each way per round trip, 1 to 1 MiB (default 64)");
+
+static unsigned int iters = 10000;
+module_param(iters, uint, 0444);
+MODULE_PARM_DESC(iters, "round trips, at most 1000000 (default 10000)");
+
+struct rawlat_end {
+	const char *name;
+	struct rdma_cm_id *id;
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+	struct ib_mr *mr;
+	void *buf;
+	struct scatterlist sg;
+	bool mapped;
+	struct ib_cqe cqe;
+	struct completion event;	/* the CM event waited for came */
+	enum rdma_cm_event_type want;
+	int err;
+	struct rawlat_end *peer;
+	struct task_struct *task;
+	struct completion done;
+	int result;
+	u64 ns;
+};
+
+static struct rawlat_end rawlat_server = { .name = "server" };
+static struct rawlat_end rawlat_client = { .name = "client" };
+static struct rdma_cm_id *rawlat_listen_id;
+
+/* The handlers run in rdma_cm's work queue: process context. */
+static int rawlat_create_qp(struct rawlat_end *e, struct rdma_cm_id *id);
+
+static void rawlat_event(struct rawlat_end *e, struct rdma_cm_event *ev)
+{
+	/* The teardown's own events: nobody waits for them. */
+	if (ev->event == RDMA_CM_EVENT_DISCONNECTED ||
+	    ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT)
+		return;
+	if (ev->event == e->want) {
+		e->err = 0;
+	} else {
+		pr_err("%s: CM event %d (status %d), waiting for %d\n",
+		       e->name, ev->event, ev->status, e->want);
+		e->err = -ECONNABORTED;
+	}
+	complete(&e->event);
+}
+
+static int rawlat_listen_handler(struct rdma_cm_id *id,
+				 struct rdma_cm_event *ev)
+{
+	struct rawlat_end *e = &rawlat_server;
+	struct rdma_conn_param param = {};
+	int err;
+
+	if (id == rawlat_listen_id)
+		return 0;
+	if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+		rawlat_event(e, ev);
+		return 0;
+	}
+	if (e->id) {
+		/* One connection only: refuse another. */
+		return -EBUSY;
+	}
+	e->id = id;
+	err = rawlat_create_qp(e, id);
+	if (!err) {
+		param.responder_resources = 1;
+		param.initiator_depth = 1;
+		err = rdma_accept(id, &param);
+	}
+	if (err) {
+		pr_err("server: cannot accept: %d\n", err);
+		if (id->qp)
+			rdma_destroy_qp(id);
+		e->id = NULL;
+		e->err = err;
+		complete(&e->event);
+		/* rdma_cm destroys the id that we return an error for. */
+		return err;
+	}
+	return 0;
+}
+
+static int rawlat_client_handler(struct rdma_cm_id *id,
+				 struct rdma_cm_event *ev)
+{
+	rawlat_event(&rawlat_client, ev);
+	return 0;
+}
+
+/* Wait for the CM event @e->want set before the call that brings it. */
+static int rawlat_wait_event(struct rawlat_end *e)
+{
+	if (!wait_for_completion_timeout(&e->event,
+					 msecs_to_jiffies(RAWLAT_WAIT_MS))) {
+		pr_err("%s: no CM event %d in %d ms\n", e->name, e->want,
+		       RAWLAT_WAIT_MS);
+		return -ETIMEDOUT;
+	}
+	reinit_completion(&e->event);
+	return e->err;
+}
+
+static int rawlat_create_qp(struct rawlat_end *e, struct rdma_cm_id *id)
+{
+	struct ib_qp_init_attr attr = {};
+	int err;
+
+	e->pd = ib_alloc_pd(id->device, 0);
+	if (IS_ERR(e->pd)) {
+		err = PTR_ERR(e->pd);
+		e->pd = NULL;
+		return err;
+	}
+	e->cq = ib_alloc_cq(id->device, NULL, 2 * RAWLAT_RECVS + 8, 0,
+			    IB_POLL_DIRECT);
+	if (IS_ERR(e->cq)) {
+		err = PTR_ERR(e->cq);
+		e->cq = NULL;
+		return err;
+	}
+	attr.send_cq = e->cq;
+	attr.recv_cq = e->cq;
+	attr.cap.max_send_wr = RAWLAT_RECVS;
+	attr.cap.max_recv_wr = RAWLAT_RECVS;
+	attr.cap.max_send_sge = 1;
+	attr.cap.max_recv_sge = 1;
+	attr.sq_sig_type = IB_SIGNAL_REQ_WR;
+	attr.qp_type = IB_QPT_RC;
+	return rdma_create_qp(id, e->pd, &attr);
+}
+
+/* Spin on @e's CQ for one completion; bounded by RAWLAT_WAIT_MS. */
+static int rawlat_poll_one(struct rawlat_end *e, struct ib_wc *wc)
+{
+	unsigned long end = jiffies + msecs_to_jiffies(RAWLAT_WAIT_MS);
+	int n;
+
+	while (!(n = ib_poll_cq(e->cq, 1, wc))) {
+		if (time_after(jiffies, end)) {
+			pr_err("%s: no completion in %d ms\n", e->name,
+			       RAWLAT_WAIT_MS);
+			return -ETIMEDOUT;
+		}
+		/*
+		 * Give way to a task that waits for this CPU, as AF_RSTREAM's
+		 * pollers do: on 6.12's soft-RoCE that is the device's worker,
+		 * which carries the very completion we wait for.
+		 */
+		if (!single_task_running() || need_resched())
+			schedule();
+	}
+	if (n < 0)
+		return n;
+	if (wc->status != IB_WC_SUCCESS) {
+		pr_err("%s: completion status %d, opcode %d\n", e->name,
+		       wc->status, wc->opcode);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int rawlat_post_recv(struct rawlat_end *e)
+{
+	struct ib_recv_wr wr = { .wr_cqe = &e->cqe };
+
+	return ib_post_recv(e->id->qp, &wr, NULL);
+}
+
+/* Register @e's buffer for the peer's writes, after the QP is up. */
+static int rawlat_reg_buf(struct rawlat_end *e)
+{
+	struct ib_reg_wr wr = {};
+	struct ib_wc wc;
+	int err, n;
+
+	e->buf = kzalloc(size, GFP_KERNEL);
+	if (!e->buf)
+		return -ENOMEM;
+	sg_init_one(&e->sg, e->buf, size);
+	if (ib_dma_map_sg(e->id->device, &e->sg, 1, DMA_BIDIRECTIONAL) != 1)
+		return -ENOMEM;
+	e->mapped = true;
+	e->mr = ib_alloc_mr(e->pd, IB_MR_TYPE_MEM_REG,
+			    DIV_ROUND_UP(size + offset_in_page(e->buf),
+					 PAGE_SIZE));
+	if (IS_ERR(e->mr)) {
+		err = PTR_ERR(e->mr);
+		e->mr = NULL;
+		return err;
+	}
+	n = ib_map_mr_sg(e->mr, &e->sg, 1, NULL, PAGE_SIZE);
+	if (n != 1)
+		return n < 0 ? n : -EINVAL;
+	wr.wr.opcode = IB_WR_REG_MR;
+	wr.wr.wr_cqe = &e->cqe;
+	wr.wr.send_flags = IB_SEND_SIGNALED;
+	wr.mr = e->mr;
+	wr.key = e->mr->rkey;
+	wr.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
+	err = ib_post_send(e->id->qp, &wr.wr, NULL);
+	if (!err)
+		err = rawlat_poll_one(e, &wc);
+	for (n = 0; !err && n < RAWLAT_RECVS; n++)
+		err = rawlat_post_recv(e);
+	return err;
+}
+
+/* One write of @size bytes into the peer's buffer, with its immediate. */
+static int rawlat_post_write(struct rawlat_end *e)
+{
+	struct ib_sge sge = {
+		.addr = sg_dma_address(&e->sg),
+		.length = size,
+		.lkey = e->mr->lkey,
+	};
+	struct ib_rdma_wr wr = {
+		.wr.wr_cqe = &e->cqe,
+		.wr.opcode = IB_WR_RDMA_WRITE_WITH_IMM,
+		.wr.send_flags = IB_SEND_SIGNALED,
+		.wr.ex.imm_data = cpu_to_be32(size),
+		.wr.sg_list = &sge,
+		.wr.num_sge = 1,
+		.remote_addr = e->peer->mr->iova,
+		.rkey = e->peer->mr->rkey,
+	};
+
+	int err;
+
+	/*
+	 * With BHs off, as AF_RSTREAM posts (under rs->lock): a driver that
+	 * defers the send to a tasklet (6.1's soft-RoCE for kernel QPs)
+	 * then runs it here, at the enable, not in ksoftirqd later.
+	 */
+	local_bh_disable();
+	err = ib_post_send(e->id->qp, &wr.wr, NULL);
+	local_bh_enable();
+	return err;
+}
+
+/*
+ * Wait for the peer's write: its receive completion (our own writes'
+ * completions come in the same CQ, and are counted off), then give the
+ * receive back.
+ */
+static int rawlat_wait_write(struct rawlat_end *e, int *sends)
+{
+	struct ib_wc wc;
+	int err;
+
+	for (;;) {
+		err = rawlat_poll_one(e, &wc);
+		if (err)
+			return err;
+		if (wc.opcode == IB_WC_RDMA_WRITE) {
+			(*sends)--;
+			continue;
+		}
+		if (wc.opcode != IB_WC_RECV_RDMA_WITH_IMM ||
+		    wc.byte_len != size)
+			return -EPROTO;
+		return rawlat_post_recv(e);
+	}
+}
+
+/* Each end's thread: the client writes first, the server answers. */
+static int rawlat_thread(void *arg)
+{
+	struct rawlat_end *e = arg;
+	bool client = e == &rawlat_client;
+	int err = 0, sends = 0;
+	unsigned int i;
+	u64 start;
+
+	start = ktime_get_ns();
+	for (i = 0; !err && i < iters; i++) {
+		if (client) {
+			err = rawlat_post_write(e);
+			sends++;
+			if (!err)
+				err = rawlat_wait_write(e, &sends);
+		} else {
+			err = rawlat_wait_write(e, &sends);
+			if (!err) {
+				err = rawlat_post_write(e);
+				sends++;
+			}
+		}
+		/* Never more writes in flight than the send queue holds. */
+		while (!err && sends >= RAWLAT_RECVS / 2) {
+			struct ib_wc wc;
+
+			err = rawlat_poll_one(e, &wc);
+			if (!err && wc.opcode != IB_WC_RDMA_WRITE)
+				err = -EPROTO;
+			sends--;
+		}
+	}
+	e->ns = ktime_get_ns() - start;
+	e->result = err;
+	if (err)
+		pr_err("%s: round trip %u: %d\n", e->name, i, err);
+	complete(&e->done);
+	/* Stay until stopped: kthread_stop() needs the task. */
+	while (!kthread_should_stop()) {
+		set_current_state(TASK_INTERRUPTIBLE);
+		if (!kthread_should_stop())
+			schedule();
+		__set_current_state(TASK_RUNNING);
+	}
+	return 0;
+}
+
+static void rawlat_free_end(struct rawlat_end *e)
+{
+	if (e->task)
+		kthread_stop(e->task);
+	if (e->id && e->id->qp)
+		rdma_disconnect(e->id);
+	if (e->id && e->id->qp)
+		rdma_destroy_qp(e->id);
+	if (e->mr)
+		ib_dereg_mr(e->mr);
+	if (e->mapped)
+		ib_dma_unmap_sg(e->id->device, &e->sg, 1, DMA_BIDIRECTIONAL);
+	kfree(e->buf);
+	if (e->cq)
+		ib_free_cq(e->cq);
+	if (e->pd)
+		ib_dealloc_pd(e->pd);
+}
+
+static int rawlat_run(void)
+{
+	struct rawlat_end *c = &rawlat_client, *s = &rawlat_server;
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct rdma_conn_param param = {};
+	int err;
+
+	if (!in4_pton(addr, -1, (u8 *)&sin.sin_addr.s_addr, -1, NULL))
+		return -EINVAL;
+	sin.sin_port = htons(port);
+
+	rawlat_listen_id = rdma_create_id(&init_net, rawlat_listen_handler,
+					  NULL, RDMA_PS_TCP, IB_QPT_RC);
+	if (IS_ERR(rawlat_listen_id)) {
+		err = PTR_ERR(rawlat_listen_id);
+		rawlat_listen_id = NULL;
+		return err;
+	}
+	err = rdma_bind_addr(rawlat_listen_id, (struct sockaddr *)&sin);
+	if (!err)
+		err = rdma_listen(rawlat_listen_id, 1);
+	if (err)
+		return err;
+
+	c->id = rdma_create_id(&init_net, rawlat_client_handler, NULL,
+			       RDMA_PS_TCP, IB_QPT_RC);
+	if (IS_ERR(c->id)) {
+		err = PTR_ERR(c->id);
+		c->id = NULL;
+		return err;
+	}
+	c->want = RDMA_CM_EVENT_ADDR_RESOLVED;
+	err = rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&sin,
+				RAWLAT_WAIT_MS);
+	if (!err)
+		err = rawlat_wait_event(c);
+	if (err)
+		return err;
+	c->want = RDMA_CM_EVENT_ROUTE_RESOLVED;
+	err = rdma_resolve_route(c->id, RAWLAT_WAIT_MS);
+	if (!err)
+		err = rawlat_wait_event(c);
+	if (!err)
+		err = rawlat_create_qp(c, c->id);
+	if (err)
+		return err;
+	param.responder_resources = 1;
+	param.initiator_depth = 1;
+	param.retry_count = 7;
+	c->want = RDMA_CM_EVENT_ESTABLISHED;
+	s->want = RDMA_CM_EVENT_ESTABLISHED;
+	err = rdma_connect(c->id, &param);
+	if (!err)
+		err = rawlat_wait_event(c);
+	if (!err)
+		err = rawlat_wait_event(s);
+	if (!err)
+		err = rawlat_reg_buf(c);
+	if (!err)
+		err = rawlat_reg_buf(s);
+	if (err)
+		return err;
+
+	c->peer = s;
+	s->peer = c;
+	s->task = kthread_run(rawlat_thread, s, "rawlat_server");
+	if (IS_ERR(s->task)) {
+		err = PTR_ERR(s->task);
+		s->task = NULL;
+		return err;
+	}
+	c->task = kthread_run(rawlat_thread, c, "rawlat_client");
+	if (IS_ERR(c->task)) {
+		err = PTR_ERR(c->task);
+		c->task = NULL;
+		/* The server waits for a write that never comes: its bound. */
+		wait_for_completion(&s->done);
+		return err;
+	}
+	wait_for_completion(&c->done);
+	wait_for_completion(&s->done);
+	err = c->result ?: s->result;
+	if (!err)
+		pr_info("rawlat %u %u %llu.%02llu\n", size, iters,
+			div_u64(c->ns, 2000ULL * iters),
+			div_u64(c->ns, 20ULL * iters) % 100);
+	return err;
+}
+
+static int __init rawlat_init(void)
+{
+	int err;
+
+	if (!size || size > RAWLAT_MAX_SIZE || !iters ||
+	    iters > RAWLAT_MAX_ITERS) {
+		pr_err("size 1 to %d, iters 1 to %d\n", RAWLAT_MAX_SIZE,
+		       RAWLAT_MAX_ITERS);
+		return -EINVAL;
+	}
+	init_completion(&rawlat_client.event);
+	init_completion(&rawlat_server.event);
+	init_completion(&rawlat_client.done);
+	init_completion(&rawlat_server.done);
+	err = rawlat_run();
+	if (err)
+		pr_err("failed: %d\n", err);
+	rawlat_free_end(&rawlat_client);
+	rawlat_free_end(&rawlat_server);
+	if (rawlat_client.id)
+		rdma_destroy_id(rawlat_client.id);
+	if (rawlat_server.id)
+		rdma_destroy_id(rawlat_server.id);
+	if (rawlat_listen_id)
+		rdma_destroy_id(rawlat_listen_id);
+	return err;
+}
+
+static void __exit rawlat_exit(void)
+{
+}
+
+module_init(rawlat_init);
+module_exit(rawlat_exit);
+MODULE_DESCRIPTION("rstream bench helper: a kernel consumer's RDMA round trip");
+MODULE_LICENSE("GPL");
