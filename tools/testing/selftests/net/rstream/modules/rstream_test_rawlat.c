@@ -20,7 +20,8 @@
  *
  * tears down what it made and returns 0 (or the error, which says what
  * failed).  Every wait is bounded: a lost completion ends the run with
- * ETIMEDOUT and names the side that waited.
+ * ETIMEDOUT and names the side that waited; the run's size is capped, and
+ * killing modprobe ends it.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -38,7 +39,9 @@
 #define RAWLAT_RECVS		32
 #define RAWLAT_MAX_SIZE		SZ_1M
 #define RAWLAT_WAIT_MS		5000
-#define RAWLAT_MAX_ITERS	1000000
+#define RAWLAT_MAX_ITERS	200000
+/* Bytes each way in one run: modprobe waits for it all. */
+#define RAWLAT_MAX_BYTES	SZ_1G
 
 static char addr[64] = "192.0.2.1";
 module_param_string(addr, addr, sizeof(addr), 0444);
@@ -54,7 +57,7 @@ MODULE_PARM_DESC(size, "bytes each way per round trip, 1 to 1 MiB (default 64)")
 
 static unsigned int iters = 10000;
 module_param(iters, uint, 0444);
-MODULE_PARM_DESC(iters, "round trips, at most 1000000 (default 10000)");
+MODULE_PARM_DESC(iters, "round trips, at most 200000 and 1 GiB each way (default 10000)");
 
 struct rawlat_end {
 	const char *name;
@@ -65,7 +68,7 @@ struct rawlat_end {
 	void *buf;
 	struct scatterlist sg;
 	bool mapped;
-	struct ib_cqe cqe;
+	struct ib_cqe cqe;		/* no done(): polled by hand, never drained */
 	struct completion event;	/* the CM event waited for came */
 	enum rdma_cm_event_type want;
 	int err;
@@ -127,6 +130,12 @@ static int rawlat_listen_handler(struct rdma_cm_id *id,
 		pr_err("server: cannot accept: %d\n", err);
 		if (id->qp)
 			rdma_destroy_qp(id);
+		if (e->cq)
+			ib_free_cq(e->cq);
+		if (e->pd)
+			ib_dealloc_pd(e->pd);
+		e->cq = NULL;
+		e->pd = NULL;
 		e->id = NULL;
 		e->err = err;
 		complete(&e->event);
@@ -256,6 +265,8 @@ static int rawlat_reg_buf(struct rawlat_end *e)
 	err = ib_post_send(e->id->qp, &wr.wr, NULL);
 	if (!err)
 		err = rawlat_poll_one(e, &wc);
+	if (!err && wc.opcode != IB_WC_REG_MR)
+		err = -EPROTO;
 	for (n = 0; !err && n < RAWLAT_RECVS; n++)
 		err = rawlat_post_recv(e);
 	return err;
@@ -323,6 +334,7 @@ static int rawlat_thread(void *arg)
 {
 	struct rawlat_end *e = arg;
 	bool client = e == &rawlat_client;
+	/* Our writes not completed yet: a ping-pong has one or two. */
 	int err = 0, sends = 0;
 	unsigned int i;
 	u64 start;
@@ -341,15 +353,9 @@ static int rawlat_thread(void *arg)
 				sends++;
 			}
 		}
-		/* Never more writes in flight than the send queue holds. */
-		while (!err && sends >= RAWLAT_RECVS / 2) {
-			struct ib_wc wc;
-
-			err = rawlat_poll_one(e, &wc);
-			if (!err && wc.opcode != IB_WC_RDMA_WRITE)
-				err = -EPROTO;
-			sends--;
-		}
+		/* rmmod is not possible yet, but a kill of modprobe is. */
+		if (!err && kthread_should_stop())
+			err = -EINTR;
 	}
 	e->ns = ktime_get_ns() - start;
 	e->result = err;
@@ -464,7 +470,12 @@ static int rawlat_run(void)
 		wait_for_completion(&s->done);
 		return err;
 	}
-	wait_for_completion(&c->done);
+	/*
+	 * A kill of modprobe stops both threads (rawlat_free_end()): each
+	 * looks between round trips, and every wait of theirs is bounded.
+	 */
+	if (wait_for_completion_killable(&c->done))
+		return -EINTR;
 	wait_for_completion(&s->done);
 	err = c->result ?: s->result;
 	if (!err)
@@ -479,9 +490,10 @@ static int __init rawlat_init(void)
 	int err;
 
 	if (!size || size > RAWLAT_MAX_SIZE || !iters ||
-	    iters > RAWLAT_MAX_ITERS) {
-		pr_err("size 1 to %d, iters 1 to %d\n", RAWLAT_MAX_SIZE,
-		       RAWLAT_MAX_ITERS);
+	    iters > RAWLAT_MAX_ITERS ||
+	    (u64)size * iters > RAWLAT_MAX_BYTES) {
+		pr_err("size 1 to %d, iters 1 to %d, size * iters at most %d\n",
+		       RAWLAT_MAX_SIZE, RAWLAT_MAX_ITERS, RAWLAT_MAX_BYTES);
 		return -EINVAL;
 	}
 	init_completion(&rawlat_client.event);
@@ -491,14 +503,18 @@ static int __init rawlat_init(void)
 	err = rawlat_run();
 	if (err)
 		pr_err("failed: %d\n", err);
+	/*
+	 * The listener first: once it is gone no connection request's
+	 * handler runs or is running, so the server's end stays as it is.
+	 */
+	if (rawlat_listen_id)
+		rdma_destroy_id(rawlat_listen_id);
 	rawlat_free_end(&rawlat_client);
 	rawlat_free_end(&rawlat_server);
 	if (rawlat_client.id)
 		rdma_destroy_id(rawlat_client.id);
 	if (rawlat_server.id)
 		rdma_destroy_id(rawlat_server.id);
-	if (rawlat_listen_id)
-		rdma_destroy_id(rawlat_listen_id);
 	return err;
 }
 
