@@ -194,12 +194,10 @@ def blocking_table(fig, lat, slat, klat):
 
         def vs(a, b):
             return f"{a.median / b.median:.2f}" if a and b else "-"
-        raw = Figure(lat.get(RAW_BYTES[size], [])) if kind == "lat" \
-            else Figure([])
-        send = Figure(slat.get(RAW_BYTES[size], [])) if kind == "lat" \
-            else Figure([])
-        kern = Figure(klat.get(RAW_BYTES[size], [])) if kind == "lat" \
-            else Figure([])
+        def at_size(figures):
+            return Figure(figures.get(RAW_BYTES[size], [])
+                          if kind == "lat" else [])
+        raw, send, kern = at_size(lat), at_size(slat), at_size(klat)
         cells += [vs(fig("rstream_blk", test, unit),
                      fig("rsockets_blk", test, unit)),
                   vs(fig("rstream_busy", test, unit),

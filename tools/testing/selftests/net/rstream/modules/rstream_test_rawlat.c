@@ -306,10 +306,10 @@ static int rawlat_post_write(struct rawlat_end *e)
 
 /*
  * Wait for the peer's write: its receive completion (our own writes'
- * completions come in the same CQ, and are counted off), then give the
- * receive back.
+ * completions come in the same CQ and are passed over; a ping-pong has
+ * one or two in flight), then give the receive back.
  */
-static int rawlat_wait_write(struct rawlat_end *e, int *sends)
+static int rawlat_wait_write(struct rawlat_end *e)
 {
 	struct ib_wc wc;
 	int err;
@@ -318,10 +318,8 @@ static int rawlat_wait_write(struct rawlat_end *e, int *sends)
 		err = rawlat_poll_one(e, &wc);
 		if (err)
 			return err;
-		if (wc.opcode == IB_WC_RDMA_WRITE) {
-			(*sends)--;
+		if (wc.opcode == IB_WC_RDMA_WRITE)
 			continue;
-		}
 		if (wc.opcode != IB_WC_RECV_RDMA_WITH_IMM ||
 		    wc.byte_len != size)
 			return -EPROTO;
@@ -334,8 +332,7 @@ static int rawlat_thread(void *arg)
 {
 	struct rawlat_end *e = arg;
 	bool client = e == &rawlat_client;
-	/* Our writes not completed yet: a ping-pong has one or two. */
-	int err = 0, sends = 0;
+	int err = 0;
 	unsigned int i;
 	u64 start;
 
@@ -343,15 +340,12 @@ static int rawlat_thread(void *arg)
 	for (i = 0; !err && i < iters; i++) {
 		if (client) {
 			err = rawlat_post_write(e);
-			sends++;
 			if (!err)
-				err = rawlat_wait_write(e, &sends);
+				err = rawlat_wait_write(e);
 		} else {
-			err = rawlat_wait_write(e, &sends);
-			if (!err) {
+			err = rawlat_wait_write(e);
+			if (!err)
 				err = rawlat_post_write(e);
-				sends++;
-			}
 		}
 		/* rmmod is not possible yet, but a kill of modprobe is. */
 		if (!err && kthread_should_stop())
@@ -376,10 +370,10 @@ static void rawlat_free_end(struct rawlat_end *e)
 {
 	if (e->task)
 		kthread_stop(e->task);
-	if (e->id && e->id->qp)
+	if (e->id && e->id->qp) {
 		rdma_disconnect(e->id);
-	if (e->id && e->id->qp)
 		rdma_destroy_qp(e->id);
+	}
 	if (e->mr)
 		ib_dereg_mr(e->mr);
 	if (e->mapped)
