@@ -12,7 +12,9 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 from . import bench as benchmark
 from . import console, initramfs, kernels, ktap, qemu
@@ -138,6 +140,51 @@ def build_module(kernel, section):
     return modules
 
 
+# Two cases that end without a word, each leaving a sleeper behind: one
+# killed, one returning 1.  The suite's shell is the guests' (busybox sh
+# there, the host's sh here).
+LIB_CASES = r"""
+. "$(dirname "$0")/lib.sh"
+killed() {
+	sleep 300 > /dev/null 2>&1 &
+	sh -c 'kill -KILL $PPID'
+}
+silent() {
+	sleep 301 > /dev/null 2>&1 &
+	return 1
+}
+run_tests killed silent
+"""
+
+
+def lib_self_check(inst):
+    """What run_tests (lib.sh) says of cases that die or fail silently,
+    and whether their leftovers are gone; a list of what is wrong."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("lib.sh", "ktap_helpers.sh"):
+            shutil.copy2(inst / name, tmp)
+        suite = Path(tmp) / "cases.sh"
+        suite.write_text(LIB_CASES)
+        res = subprocess.run(["sh", str(suite)], capture_output=True,
+                             text=True, timeout=60)
+        out = res.stdout
+    wrong = []
+    for want in ("# killed ended by signal 9",
+                 "# left running by killed, now stopped: sleep (1)",
+                 "not ok 1 killed",
+                 "# silent failed (exit 1) and said nothing",
+                 "# left running by silent, now stopped: sleep (1)",
+                 "not ok 2 silent"):
+        if want not in out:
+            wrong.append(f"no '{want}' in: {out.strip()[-300:]}")
+    left = subprocess.run(["pgrep", "-f", "^sleep 30[01]$"],
+                          capture_output=True, text=True).stdout.split()
+    if left:
+        wrong.append(f"sleepers left: {left}")
+        subprocess.run(["kill"] + left)
+    return wrong
+
+
 def build_selftests(ksft_dir, section):
     out = OUT / "selftests"
     inst = fresh_dir(OUT / "selftests-install")
@@ -163,6 +210,9 @@ def build_selftests(ksft_dir, section):
                   runner.returncode == 0, tail(run_log, 5))
     if res.returncode or tool.returncode or runner.returncode:
         return None
+    wrong = lib_self_check(inst)
+    section.check("lib.sh: a case that dies is named and what it left "
+                  "running is stopped", not wrong, "; ".join(wrong))
     for name in ("rstream", "rstream-run", "librstream-preload.so"):
         shutil.copy2(OUT / "tools" / name, inst / name)
     return inst

@@ -59,6 +59,37 @@ injecting_failures() {
 	echo "rstream-vm: allocation failures injected: $1" > /dev/kmsg
 }
 
+# The processes a case started carry its tag (RSTREAM_CASE) in their
+# environment.  A case that dies before it stops its servers, or fails
+# without stopping them, leaves them holding sockets: a CI run at 2325b0b
+# lost a case of rstream_mem.sh that way, and its 21 sockets failed every
+# later case that waits for none to remain, and hung the suite after.
+case_processes() {
+	grep -l "RSTREAM_CASE=$1" /proc/[0-9]*/environ 2>/dev/null |
+		sed 's|^/proc/\([0-9]*\)/environ$|\1|'
+}
+
+# stop_leftovers <tag>: end what the case left running (TERM, then KILL
+# after 5 s); prints their names, nothing if there were none.
+stop_leftovers() {
+	_pids=$(case_processes "$1")
+	[ -z "$_pids" ] && return 0
+	for _p in $_pids; do cat "/proc/$_p/comm" 2>/dev/null; done |
+		sort | uniq -c |
+		awk '{ printf "%s%s (%d)", sep, $2, $1; sep = ", " } END { print "" }'
+	# shellcheck disable=SC2086 # pids are words
+	kill $_pids 2>/dev/null
+	_i=0
+	while [ -n "$(case_processes "$1")" ] && [ $_i -lt 50 ]; do
+		_i=$((_i + 1))
+		sleep 0.1
+	done
+	_pids=$(case_processes "$1")
+	# shellcheck disable=SC2086
+	[ -n "$_pids" ] && kill -KILL $_pids 2>/dev/null
+	return 0
+}
+
 # run_tests <function>...: the plan, then each function as one case.
 # RSTREAM_CASES (from make check, for a quicker run while working) keeps
 # only the cases whose names contain one of its words.
@@ -75,13 +106,25 @@ run_tests() {
 	fi
 	ktap_print_header
 	ktap_set_plan $#
+	_n=0
 	for t in "$@"; do
+		_n=$((_n + 1))
+		_tag="$$:$_n:"
 		echo "#  RUN $t"	# as kselftest_harness.h: names a hang
-		if out=$("$t" 2>&1); then
-			[ -n "$out" ] && echo "$out" | sed 's/^/# /'
+		if out=$(export RSTREAM_CASE="$_tag"; "$t" 2>&1); then
+			_rc=0
+		else
+			_rc=$?
+		fi
+		_left=$(stop_leftovers "$_tag")
+		[ -n "$out" ] && echo "$out" | sed 's/^/# /'
+		[ $_rc -gt 128 ] && echo "# $t ended by signal $((_rc - 128))"
+		[ -n "$_left" ] && echo "# left running by $t, now stopped: $_left"
+		if [ $_rc = 0 ]; then
 			ktap_test_pass "$t"
 		else
-			echo "$out" | sed 's/^/# /'
+			[ -z "$out" ] && [ $_rc -le 128 ] &&
+				echo "# $t failed (exit $_rc) and said nothing"
 			ktap_test_fail "$t"
 		fi
 	done

@@ -36,7 +36,11 @@ pages() {	# RSTREAM's memory in /proc/net/protocols, in pages
 start() {
 	name=$1
 	shift
-	"$DIR/rstream_cmd" "$@" > "$OUT.$name" 2>&1 &
+	# Emptied here, not by the redirection in the child: else the wait
+	# for a line may find the last run's and go on before this one runs
+	# (a CI run at 2325b0b did, in device_queues_charged).
+	: > "$OUT.$name"
+	"$DIR/rstream_cmd" "$@" >> "$OUT.$name" 2>&1 &
 	case $name in
 	serve) SERVE=$! ;;
 	*) FILL=$! ;;
@@ -74,7 +78,7 @@ charged_and_given_back() {
 	wait_line serve "listening"
 	start fill fill,"$ADDR4",20301,20 pause
 	wait_line fill "^pause"
-	grep -q "fill: 20 made$" $OUT.fill || die "$(cat $OUT.fill)"
+	grep -q "fill: 20 made$" $OUT.fill || die "fill: $(cat $OUT.fill)"
 	held=$(pages)
 	stop "$FILL"
 	stop "$SERVE"
@@ -124,7 +128,7 @@ device_queues_charged() {
 		wait_line serve "listening"
 		start fill fill,"$ADDR4",20307,10 pause
 		wait_line fill "^pause"
-		grep -q "fill: 10 made$" $OUT.fill || die "$(cat $OUT.fill)"
+		grep -q "fill: 10 made$" $OUT.fill || die "fill: $(cat $OUT.fill)"
 		q=$(( ($(rxe_queue_pages) - q0) * 4096 / 20 ))
 		b=$(( ($(buf_bytes) - b0) / 20 ))
 		# Less each socket's rings (128 KiB each; the grants we send
