@@ -3924,6 +3924,7 @@ TEST_F_TIMEOUT(slow, hundred_parallel_connections, 60)
  */
 
 #define BUSY_ROUNDS	60
+#define BUSY_TRIES	4		/* ping-pongs, until one is busy-polled */
 #define BUSY_LONG_US	1000000		/* longer than any reply takes */
 
 /* TcpExt's BusyPollRxPackets in /proc/net/netstat, or -1. */
@@ -4139,12 +4140,22 @@ static void busy_case(struct __test_metadata *_metadata, int level,
 	long long packets;
 	long switches;
 
+	bool on = level || how == 'e';
+	int tries = 0;
+
 	busy_set(_metadata, level, name, c, BUSY_LONG_US);
 	if (how != 'r')
 		ASSERT_EQ(0, write_text(BUSY_SYSCTL, "1000000"));
-	busy_ping(_metadata, c, s, how, &switches, &packets);
-	busy_expect(_metadata, level || how == 'e', how != 'p', switches,
-		    packets);
+	/*
+	 * Which of the spinner and irq_poll on the other CPU takes a
+	 * completion is a race: a CI run on stock 6.12 at 2325b0b saw
+	 * irq_poll take all 60 (0 sleeps, 0 busy-polled).  A spin that never
+	 * finds one in BUSY_TRIES rounds of replies still fails.
+	 */
+	do
+		busy_ping(_metadata, c, s, how, &switches, &packets);
+	while (on && !packets && ++tries < BUSY_TRIES);
+	busy_expect(_metadata, on, how != 'p', switches, packets);
 }
 
 TEST_F(busy, recv_spins_instead_of_sleeping)
