@@ -141,8 +141,8 @@ def build_module(kernel, section):
 
 
 # Two cases that end without a word, each leaving a sleeper behind: one
-# killed, one returning 1.  The suite's shell is the guests' (busybox sh
-# there, the host's sh here).
+# killed, one returning 1.  Run by the host's sh (dash on Debian); the
+# guests' is bash.
 LIB_CASES = r"""
 . "$(dirname "$0")/lib.sh"
 killed() {
