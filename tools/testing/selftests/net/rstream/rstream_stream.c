@@ -4137,11 +4137,10 @@ static void busy_expect(struct __test_metadata *_metadata, bool on,
 static void busy_case(struct __test_metadata *_metadata, int level,
 		      int name, int c, int s, char how)
 {
-	long long packets;
-	long switches;
-
 	bool on = level || how == 'e';
+	long long packets;
 	int tries = 0;
+	long switches;
 
 	busy_set(_metadata, level, name, c, BUSY_LONG_US);
 	if (how != 'r')
