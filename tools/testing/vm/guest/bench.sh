@@ -190,17 +190,23 @@ raw_lat() {
 		print l, r, s, $5 }' /tmp/raw.client
 }
 
-# kraw_lat <bytes> <round trips>: the same round trip between two kernel
-# QPs, each end spinning on its own CQ, with nothing of a socket around
-# them (K): rstream_test_rawlat, the floor under AF_RSTREAM's busy rows.
+# kraw_lat <bytes> <round trips> [copy]: the same round trip between two
+# kernel QPs, each end spinning on its own CQ, with nothing of a socket
+# around them (K): rstream_test_rawlat, the floor under AF_RSTREAM's busy
+# rows.  With copy (KC), each end also copies the bytes in from a
+# program's memory before its write and out after the peer's, as any
+# kernel socket's send and recv must: the floor under a socket's rows.
 # The module does it all in its init and stays loaded only if it worked.
 kraw_lat() {
-	if modprobe rstream_test_rawlat size="$1" iters="$2" 2> /tmp/kraw.err; then
+	copy=${3:-0} tag=K name=rawlat
+	[ "$copy" = 1 ] && tag=KC name=rawlatcopy
+	if modprobe rstream_test_rawlat size="$1" iters="$2" copy="$copy" \
+	   2> /tmp/kraw.err; then
 		rmmod rstream_test_rawlat
-		dmesg | sed -n "s/.*rstream_test_rawlat: rawlat $1 [0-9]* \([0-9.]*\)\$/K $run $1 \1/p" |
+		dmesg | sed -n "s/.*rstream_test_rawlat: $name $1 [0-9]* \([0-9.]*\)\$/$tag $run $1 \1/p" |
 			tail -n 1
 	else
-		echo "# rstream_test_rawlat size $1 failed: $(cat /tmp/kraw.err)"
+		echo "# rstream_test_rawlat size $1 copy $copy failed: $(cat /tmp/kraw.err)"
 	fi
 }
 
@@ -500,6 +506,8 @@ while [ $run -le "$RUNS" ]; do
 		raw_lat 4096 ib_send_lat S
 		kraw_lat 64 20000
 		kraw_lat 4096 5000
+		kraw_lat 64 20000 1
+		kraw_lat 4096 5000 1
 		raw_bw 64 5000
 		raw_bw 4096 5000
 		raw_bw 65536 2000

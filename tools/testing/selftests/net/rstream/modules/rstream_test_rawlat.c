@@ -14,9 +14,15 @@
  * from a tasklet, a process's inline; the CQ's lock is taken on every
  * poll).  `make bench` runs it next to ib_write_lat and rsockets.
  *
+ * With @copy, each end also copies the bytes in from modprobe's memory
+ * before its write and out to it after the peer's, with copy_from_user()
+ * and copy_to_user() as any kernel socket's send and recv must: the
+ * floor under a socket's latency, where copying costs more than the
+ * device (a 4 KiB round trip under an emulator).
+ *
  * Everything happens in the module's init, which prints one line
  *
- *   rawlat <size> <iterations> <usec per one-way>
+ *   rawlat[copy] <size> <iterations> <usec per one-way>
  *
  * tears down what it made and returns 0 (or the error, which says what
  * failed).  Every wait is bounded: a lost completion ends the run with
@@ -28,7 +34,10 @@
 #include <linux/completion.h>
 #include <linux/inet.h>
 #include <linux/kthread.h>
+#include <linux/mm.h>
+#include <linux/mman.h>
 #include <linux/module.h>
+#include <linux/sched/mm.h>
 #include <linux/sched/stat.h>
 #include <linux/scatterlist.h>
 #include <linux/sizes.h>
@@ -59,6 +68,10 @@ static unsigned int iters = 10000;
 module_param(iters, uint, 0444);
 MODULE_PARM_DESC(iters, "round trips, at most 200000 and 1 GiB each way (default 10000)");
 
+static bool copy;
+module_param(copy, bool, 0444);
+MODULE_PARM_DESC(copy, "copy the bytes in from user memory before each write and out after each arrival, as a socket's send and recv must (default off)");
+
 struct rawlat_end {
 	const char *name;
 	struct rdma_cm_id *id;
@@ -74,6 +87,7 @@ struct rawlat_end {
 	int err;
 	struct rawlat_end *peer;
 	struct task_struct *task;
+	void __user *ubuf;		/* with copy: the program's bytes */
 	struct completion done;
 	int result;
 	u64 ns;
@@ -82,6 +96,12 @@ struct rawlat_end {
 static struct rawlat_end rawlat_server = { .name = "server" };
 static struct rawlat_end rawlat_client = { .name = "client" };
 static struct rdma_cm_id *rawlat_listen_id;
+/*
+ * With copy: modprobe's memory, which both threads take on to copy; it
+ * stays while modprobe waits in our init, until the threads have stopped.
+ */
+static struct mm_struct *rawlat_mm;
+static unsigned long rawlat_umap;
 
 /* The handlers run in rdma_cm's work queue: process context. */
 static int rawlat_create_qp(struct rawlat_end *e, struct rdma_cm_id *id);
@@ -327,6 +347,38 @@ static int rawlat_wait_write(struct rawlat_end *e)
 	}
 }
 
+/*
+ * A socket's send: with copy, the bytes come from the program's memory
+ * into the registered buffer (and are made the device's) first.
+ */
+static int rawlat_send(struct rawlat_end *e)
+{
+	struct ib_device *dev = e->id->device;
+
+	if (copy) {
+		if (copy_from_user(e->buf, e->ubuf, size))
+			return -EFAULT;
+		ib_dma_sync_single_for_device(dev, sg_dma_address(&e->sg),
+					      size, DMA_BIDIRECTIONAL);
+	}
+	return rawlat_post_write(e);
+}
+
+/* A socket's recv: with copy, the bytes that came go out to the program. */
+static int rawlat_recv(struct rawlat_end *e)
+{
+	struct ib_device *dev = e->id->device;
+	int err = rawlat_wait_write(e);
+
+	if (err || !copy)
+		return err;
+	ib_dma_sync_single_for_cpu(dev, sg_dma_address(&e->sg), size,
+				   DMA_BIDIRECTIONAL);
+	if (copy_to_user(e->ubuf, e->buf, size))
+		return -EFAULT;
+	return 0;
+}
+
 /* Each end's thread: the client writes first, the server answers. */
 static int rawlat_thread(void *arg)
 {
@@ -336,22 +388,26 @@ static int rawlat_thread(void *arg)
 	unsigned int i;
 	u64 start;
 
+	if (copy)
+		kthread_use_mm(rawlat_mm);
 	start = ktime_get_ns();
 	for (i = 0; !err && i < iters; i++) {
 		if (client) {
-			err = rawlat_post_write(e);
+			err = rawlat_send(e);
 			if (!err)
-				err = rawlat_wait_write(e);
+				err = rawlat_recv(e);
 		} else {
-			err = rawlat_wait_write(e);
+			err = rawlat_recv(e);
 			if (!err)
-				err = rawlat_post_write(e);
+				err = rawlat_send(e);
 		}
 		/* rmmod is not possible yet, but a kill of modprobe is. */
 		if (!err && kthread_should_stop())
 			err = -EINTR;
 	}
 	e->ns = ktime_get_ns() - start;
+	if (copy)
+		kthread_unuse_mm(rawlat_mm);
 	e->result = err;
 	if (err)
 		pr_err("%s: round trip %u: %d\n", e->name, i, err);
@@ -448,6 +504,21 @@ static int rawlat_run(void)
 	if (err)
 		return err;
 
+	if (copy) {
+		/* Each end's own pages of modprobe's memory. */
+		unsigned long len = PAGE_ALIGN(size);
+
+		rawlat_umap = vm_mmap(NULL, 0, 2 * len, PROT_READ | PROT_WRITE,
+				      MAP_PRIVATE | MAP_ANONYMOUS, 0);
+		if (IS_ERR_VALUE(rawlat_umap)) {
+			err = (int)rawlat_umap;
+			rawlat_umap = 0;
+			return err;
+		}
+		c->ubuf = (void __user *)rawlat_umap;
+		s->ubuf = (void __user *)(rawlat_umap + len);
+		rawlat_mm = current->mm;
+	}
 	c->peer = s;
 	s->peer = c;
 	s->task = kthread_run(rawlat_thread, s, "rawlat_server");
@@ -473,7 +544,8 @@ static int rawlat_run(void)
 	wait_for_completion(&s->done);
 	err = c->result ?: s->result;
 	if (!err)
-		pr_info("rawlat %u %u %llu.%02llu\n", size, iters,
+		pr_info("rawlat%s %u %u %llu.%02llu\n", copy ? "copy" : "",
+			size, iters,
 			div_u64(c->ns, 2000ULL * iters),
 			div_u64(c->ns, 20ULL * iters) % 100);
 	return err;
@@ -509,6 +581,9 @@ static int __init rawlat_init(void)
 		rdma_destroy_id(rawlat_client.id);
 	if (rawlat_server.id)
 		rdma_destroy_id(rawlat_server.id);
+	/* The threads have stopped: nobody else uses the mapping now. */
+	if (rawlat_umap)
+		vm_munmap(rawlat_umap, 2 * PAGE_ALIGN(size));
 	return err;
 }
 
