@@ -20,7 +20,8 @@
  * floor under a socket's latency, where copying costs more than the
  * device (a 4 KiB round trip under an emulator).
  *
- * Everything happens in the module's init, which prints one line
+ * Without @calls, everything happens in the module's init, which prints
+ * one line
  *
  *   rawlat[copy] <size> <iterations> <usec per one-way>
  *
@@ -28,16 +29,29 @@
  * failed).  Every wait is bounded: a lost completion ends the run with
  * ETIMEDOUT and names the side that waited; the run's size is capped, and
  * killing modprobe ends it.
+ *
+ * With @calls, the init makes the connection and returns, and two
+ * programs make the round trips through the character devices
+ * /dev/rstream_rawlat_client and /dev/rstream_rawlat_server (the
+ * selftests' rstream_rawcalls): a write() of @size bytes copies them in
+ * and posts them, a read() of @size bytes spins for the peer's and copies
+ * them out.  That is the least a kernel socket's send() and recv() can do,
+ * system calls included: the floor under a socket's busy rows that a
+ * program measures.  Each device opens once at a time; every read is
+ * bounded as above and ends at a signal; rmmod tears down, and is refused
+ * while a device is open.  Until then the module holds the RDMA device.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/completion.h>
 #include <linux/inet.h>
 #include <linux/kthread.h>
+#include <linux/miscdevice.h>
 #include <linux/mm.h>
 #include <linux/mman.h>
 #include <linux/module.h>
 #include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
 #include <linux/sched/stat.h>
 #include <linux/scatterlist.h>
 #include <linux/sizes.h>
@@ -72,6 +86,10 @@ static bool copy;
 module_param(copy, bool, 0444);
 MODULE_PARM_DESC(copy, "copy the bytes in from user memory before each write and out after each arrival, as a socket's send and recv must (default off)");
 
+static bool calls;
+module_param(calls, bool, 0444);
+MODULE_PARM_DESC(calls, "leave the round trips to two programs' write() and read() on /dev/rstream_rawlat_{client,server}, which copy as copy does; stay loaded until rmmod (default off)");
+
 struct rawlat_end {
 	const char *name;
 	struct rdma_cm_id *id;
@@ -91,6 +109,8 @@ struct rawlat_end {
 	struct completion done;
 	int result;
 	u64 ns;
+	struct miscdevice misc;		/* with calls: the program's way in */
+	unsigned long open;		/* bit 0: the device is open */
 };
 
 static struct rawlat_end rawlat_server = { .name = "server" };
@@ -221,6 +241,9 @@ static int rawlat_poll_one(struct rawlat_end *e, struct ib_wc *wc)
 	int n;
 
 	while (!(n = ib_poll_cq(e->cq, 1, wc))) {
+		/* A program's read() (with calls) ends at a signal. */
+		if (signal_pending(current))
+			return -EINTR;
 		if (time_after(jiffies, end)) {
 			pr_err("%s: no completion in %d ms\n", e->name,
 			       RAWLAT_WAIT_MS);
@@ -348,15 +371,15 @@ static int rawlat_wait_write(struct rawlat_end *e)
 }
 
 /*
- * A socket's send: with copy, the bytes come from the program's memory
+ * A socket's send: with @ubuf, the bytes come from the program's memory
  * into the registered buffer (and are made the device's) first.
  */
-static int rawlat_send(struct rawlat_end *e)
+static int rawlat_send(struct rawlat_end *e, const void __user *ubuf)
 {
 	struct ib_device *dev = e->id->device;
 
-	if (copy) {
-		if (copy_from_user(e->buf, e->ubuf, size))
+	if (ubuf) {
+		if (copy_from_user(e->buf, ubuf, size))
 			return -EFAULT;
 		ib_dma_sync_single_for_device(dev, sg_dma_address(&e->sg),
 					      size, DMA_BIDIRECTIONAL);
@@ -364,17 +387,17 @@ static int rawlat_send(struct rawlat_end *e)
 	return rawlat_post_write(e);
 }
 
-/* A socket's recv: with copy, the bytes that came go out to the program. */
-static int rawlat_recv(struct rawlat_end *e)
+/* A socket's recv: with @ubuf, the bytes that came go out to the program. */
+static int rawlat_recv(struct rawlat_end *e, void __user *ubuf)
 {
 	struct ib_device *dev = e->id->device;
 	int err = rawlat_wait_write(e);
 
-	if (err || !copy)
+	if (err || !ubuf)
 		return err;
 	ib_dma_sync_single_for_cpu(dev, sg_dma_address(&e->sg), size,
 				   DMA_BIDIRECTIONAL);
-	if (copy_to_user(e->ubuf, e->buf, size))
+	if (copy_to_user(ubuf, e->buf, size))
 		return -EFAULT;
 	return 0;
 }
@@ -384,6 +407,7 @@ static int rawlat_thread(void *arg)
 {
 	struct rawlat_end *e = arg;
 	bool client = e == &rawlat_client;
+	void __user *ubuf = copy ? e->ubuf : NULL;
 	int err = 0;
 	unsigned int i;
 	u64 start;
@@ -393,13 +417,13 @@ static int rawlat_thread(void *arg)
 	start = ktime_get_ns();
 	for (i = 0; !err && i < iters; i++) {
 		if (client) {
-			err = rawlat_send(e);
+			err = rawlat_send(e, ubuf);
 			if (!err)
-				err = rawlat_recv(e);
+				err = rawlat_recv(e, ubuf);
 		} else {
-			err = rawlat_recv(e);
+			err = rawlat_recv(e, ubuf);
 			if (!err)
-				err = rawlat_send(e);
+				err = rawlat_send(e, ubuf);
 		}
 		/* rmmod is not possible yet, but a kill of modprobe is. */
 		if (!err && kthread_should_stop())
@@ -422,8 +446,83 @@ static int rawlat_thread(void *arg)
 	return 0;
 }
 
+/*
+ * With calls: a program's way to its end, in process context.  Only one
+ * open at a time, so that one program drives each end; a child that
+ * shares the open file may race it, which the QP's and the CQ's own
+ * locks make safe (the bytes may be mixed, nothing else).
+ */
+static struct rawlat_end *rawlat_file_end(struct file *file)
+{
+	/* misc_open() left the miscdevice there. */
+	return container_of(file->private_data, struct rawlat_end, misc);
+}
+
+static int rawlat_open(struct inode *inode, struct file *file)
+{
+	if (test_and_set_bit_lock(0, &rawlat_file_end(file)->open))
+		return -EBUSY;
+	return 0;
+}
+
+static int rawlat_release(struct inode *inode, struct file *file)
+{
+	clear_bit_unlock(0, &rawlat_file_end(file)->open);
+	return 0;
+}
+
+/* send(): the program's @size bytes copied in and posted to the peer. */
+static ssize_t rawlat_write(struct file *file, const char __user *ubuf,
+			    size_t len, loff_t *pos)
+{
+	int err;
+
+	if (len != size)
+		return -EINVAL;
+	err = rawlat_send(rawlat_file_end(file), ubuf);
+	return err ? err : (ssize_t)len;
+}
+
+/* recv(): spin for the peer's write, then copy its bytes out. */
+static ssize_t rawlat_read(struct file *file, char __user *ubuf, size_t len,
+			   loff_t *pos)
+{
+	int err;
+
+	if (len != size)
+		return -EINVAL;
+	err = rawlat_recv(rawlat_file_end(file), ubuf);
+	return err ? err : (ssize_t)len;
+}
+
+static const struct file_operations rawlat_fops = {
+	.owner = THIS_MODULE,	/* an open file keeps the module: no rmmod */
+	.open = rawlat_open,
+	.release = rawlat_release,
+	.read = rawlat_read,
+	.write = rawlat_write,
+	.llseek = noop_llseek,
+};
+
+static int rawlat_register(struct rawlat_end *e, const char *name)
+{
+	int err;
+
+	e->misc.minor = MISC_DYNAMIC_MINOR;
+	e->misc.name = name;
+	e->misc.fops = &rawlat_fops;
+	e->misc.mode = 0600;
+	err = misc_register(&e->misc);
+	if (err)
+		e->misc.fops = NULL;	/* not registered: nothing to undo */
+	return err;
+}
+
 static void rawlat_free_end(struct rawlat_end *e)
 {
+	/* First, so that no program reaches the end while it goes. */
+	if (e->misc.fops)
+		misc_deregister(&e->misc);
 	if (e->task)
 		kthread_stop(e->task);
 	if (e->id && e->id->qp) {
@@ -504,6 +603,15 @@ static int rawlat_run(void)
 	if (err)
 		return err;
 
+	c->peer = s;
+	s->peer = c;
+	if (calls) {
+		/* The programs take it from here. */
+		err = rawlat_register(c, "rstream_rawlat_client");
+		if (!err)
+			err = rawlat_register(s, "rstream_rawlat_server");
+		return err;
+	}
 	if (copy) {
 		/* Each end's own pages of modprobe's memory. */
 		unsigned long len = PAGE_ALIGN(size);
@@ -519,8 +627,6 @@ static int rawlat_run(void)
 		s->ubuf = (void __user *)(rawlat_umap + len);
 		rawlat_mm = current->mm;
 	}
-	c->peer = s;
-	s->peer = c;
 	s->task = kthread_run(rawlat_thread, s, "rawlat_server");
 	if (IS_ERR(s->task)) {
 		err = PTR_ERR(s->task);
@@ -551,6 +657,26 @@ static int rawlat_run(void)
 	return err;
 }
 
+/* What the init made, in the order it can be undone: process context. */
+static void rawlat_teardown(void)
+{
+	/*
+	 * The listener first: once it is gone no connection request's
+	 * handler runs or is running, so the server's end stays as it is.
+	 */
+	if (rawlat_listen_id)
+		rdma_destroy_id(rawlat_listen_id);
+	rawlat_free_end(&rawlat_client);
+	rawlat_free_end(&rawlat_server);
+	if (rawlat_client.id)
+		rdma_destroy_id(rawlat_client.id);
+	if (rawlat_server.id)
+		rdma_destroy_id(rawlat_server.id);
+	/* The threads have stopped: nobody else uses the mapping now. */
+	if (rawlat_umap)
+		vm_munmap(rawlat_umap, 2 * PAGE_ALIGN(size));
+}
+
 static int __init rawlat_init(void)
 {
 	int err;
@@ -569,26 +695,16 @@ static int __init rawlat_init(void)
 	err = rawlat_run();
 	if (err)
 		pr_err("failed: %d\n", err);
-	/*
-	 * The listener first: once it is gone no connection request's
-	 * handler runs or is running, so the server's end stays as it is.
-	 */
-	if (rawlat_listen_id)
-		rdma_destroy_id(rawlat_listen_id);
-	rawlat_free_end(&rawlat_client);
-	rawlat_free_end(&rawlat_server);
-	if (rawlat_client.id)
-		rdma_destroy_id(rawlat_client.id);
-	if (rawlat_server.id)
-		rdma_destroy_id(rawlat_server.id);
-	/* The threads have stopped: nobody else uses the mapping now. */
-	if (rawlat_umap)
-		vm_munmap(rawlat_umap, 2 * PAGE_ALIGN(size));
+	/* With calls, what worked stays for the programs until rmmod. */
+	if (err || !calls)
+		rawlat_teardown();
 	return err;
 }
 
 static void __exit rawlat_exit(void)
 {
+	if (calls)
+		rawlat_teardown();
 }
 
 module_init(rawlat_init);

@@ -1,0 +1,83 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# The helpers `make bench` measures its floors with, on every kernel the
+# tests run on: rstream_test_rawlat's round trips between two kernel QPs,
+# in its init (with the copies a socket makes) and made by two programs'
+# system calls on its devices (rstream_rawcalls), and the guards on those
+# devices.  Needs rxe0 (set up by the VM runner) on 192.0.2.1.
+
+. "$(dirname "$0")/lib.sh"
+
+DEV=/dev/rstream_rawlat_
+
+restore() {
+	rmmod rstream_test_rawlat 2>/dev/null
+}
+trap restore EXIT
+
+# load <param>...: the helper with <param>, and its kernel log since.
+load() {
+	mark_log
+	modprobe rstream_test_rawlat "$@" ||
+		die "modprobe rstream_test_rawlat $*: $(new_log | tail -n 3)"
+}
+
+# The round trips in the module's init, with the copies in and out of
+# modprobe's memory: one line with the figure, and unloaded cleanly.
+rawlat_in_init_with_copies() {
+	load size=64 iters=200 copy=1
+	new_log | grep -q 'rstream_test_rawlat: rawlatcopy 64 200 [0-9]*\.[0-9]*$' ||
+		die "no result line: $(new_log | tail -n 3)"
+	rmmod rstream_test_rawlat || die "rmmod after the run failed"
+}
+
+# Two programs' write() and read() on the devices; rstream_rawcalls
+# checks each round trip's byte came back.
+rawlat_calls_round_trips() {
+	load size=4096 calls=1
+	out=$("$DIR/rstream_rawcalls" 4096 200 2>&1) ||
+		die "rstream_rawcalls: $out"
+	echo "$out" | grep -q '^rawcalls 4096 200 [0-9]*\.[0-9]*$' ||
+		die "no result line: $out"
+	rmmod rstream_test_rawlat || die "rmmod after the run failed"
+}
+
+# One open of each device at a time; a call of another size is refused;
+# a read that no write answers ends after its bound, or at a signal; an
+# open device keeps the module loaded.
+rawlat_calls_guarded() {
+	load size=64 calls=1
+	# The open file, held by a process that only waits (its pid: exec).
+	(exec 3< ${DEV}server && exec sleep 30) &
+	holder=$!
+	sleep 0.5
+	out=$(head -c 64 ${DEV}server 2>&1) && die "a second open worked"
+	echo "$out" | grep -q 'busy' || die "a second open: $out"
+	rmmod rstream_test_rawlat 2>/dev/null && die "rmmod with a device open worked"
+	kill $holder
+	wait $holder 2>/dev/null
+
+	out=$(dd if=${DEV}client bs=63 count=1 2>&1) && die "a 63-byte read worked"
+	echo "$out" | grep -q 'Invalid argument' || die "a 63-byte read: $out"
+
+	start=$(date +%s)
+	out=$(dd if=${DEV}client bs=64 count=1 2>&1) &&
+		die "a read that no write answers worked"
+	echo "$out" | grep -q 'timed out' ||
+		die "a read that no write answers: $out"
+	[ $(($(date +%s) - start)) -le 8 ] || die "the read took over 8 s"
+
+	dd if=${DEV}client bs=64 count=1 > /tmp/rawlat.dd 2>&1 &
+	reader=$!
+	sleep 1
+	start=$(date +%s)
+	kill -TERM $reader
+	wait $reader 2>/dev/null
+	[ $(($(date +%s) - start)) -le 2 ] ||
+		die "a signal did not end the read: $(cat /tmp/rawlat.dd)"
+	rmmod rstream_test_rawlat || die "rmmod once closed failed"
+}
+
+run_tests rawlat_in_init_with_copies rawlat_calls_round_trips \
+	rawlat_calls_guarded
