@@ -19,6 +19,8 @@
 #   U <tool> <run> <CPU seconds> <bytes>         what a whole sequence cost
 #   L <run> <bytes> <usec typical>               ib_write_lat
 #   W <run> <bytes> <Gb/s>                       ib_write_bw
+#   K, KC, KS <run> <bytes> <usec>               kernel QPs (kraw_lat,
+#                                                kraw_calls)
 #   C <af> <run> <conns> <ms> <KiB used>         held connections
 #   A <figure> <af> <run> <value>                real programs
 # Anything else is shown as it is.
@@ -207,6 +209,24 @@ kraw_lat() {
 			tail -n 1
 	else
 		echo "# rstream_test_rawlat size $1 copy $copy failed: $(cat /tmp/kraw.err)"
+	fi
+}
+
+# kraw_calls <bytes> <round trips>: the same with a program's system
+# calls around each end's copies (KS): rstream_test_rawlat calls=1 makes
+# the connection, and rstream_rawcalls's two processes write() and read()
+# its devices, each call copying in and posting, or spinning and copying
+# out, and nothing more: the floor under a socket's rows, calls and all.
+kraw_calls() {
+	if modprobe rstream_test_rawlat size="$1" calls=1 2> /tmp/kraw.err; then
+		/usr/lib/rstream/selftests/rstream_rawcalls "$1" "$2" \
+			> /tmp/kraw.out 2>> /tmp/kraw.err
+		rmmod rstream_test_rawlat
+		sed -n "s/^rawcalls $1 [0-9]* \([0-9.]*\)\$/KS $run $1 \1/p" /tmp/kraw.out
+		grep -q '^rawcalls' /tmp/kraw.out ||
+			echo "# rstream_rawcalls size $1 failed: $(cat /tmp/kraw.err)"
+	else
+		echo "# rstream_test_rawlat size $1 calls=1 failed: $(cat /tmp/kraw.err)"
 	fi
 }
 
@@ -508,6 +528,8 @@ while [ $run -le "$RUNS" ]; do
 		kraw_lat 4096 5000
 		kraw_lat 64 20000 1
 		kraw_lat 4096 5000 1
+		kraw_calls 64 20000
+		kraw_calls 4096 5000
 		raw_bw 64 5000
 		raw_bw 4096 5000
 		raw_bw 65536 2000
