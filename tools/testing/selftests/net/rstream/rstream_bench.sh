@@ -17,15 +17,21 @@ restore() {
 trap restore EXIT
 
 # load <param>...: the helper with <param>, and its kernel log since.
+# Unloaded first: modprobe does nothing for a module already loaded, so a
+# case that failed before its rmmod would give the next one the wrong
+# parameters.
 load() {
+	rmmod rstream_test_rawlat 2>/dev/null
 	mark_log
 	modprobe rstream_test_rawlat "$@" ||
 		die "modprobe rstream_test_rawlat $*: $(new_log | tail -n 3)"
 }
 
 # The round trips in the module's init, with the copies in and out of
-# modprobe's memory: one line with the figure, and unloaded cleanly.
+# modprobe's memory: one line with the figure, and unloaded cleanly.  Run
+# with the kernel log full, as it is by this point on the debug kernel.
 rawlat_in_init_with_copies() {
+	fill_kernel_log
 	load size=64 iters=200 copy=1
 	new_log | grep -q 'rstream_test_rawlat: rawlatcopy 64 200 [0-9]*\.[0-9]*$' ||
 		die "no result line: $(new_log | tail -n 3)"
