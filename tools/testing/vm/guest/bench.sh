@@ -19,7 +19,7 @@
 #   U <tool> <run> <CPU seconds> <bytes>         what a whole sequence cost
 #   L <run> <bytes> <usec typical>               ib_write_lat
 #   W <run> <bytes> <Gb/s>                       ib_write_bw
-#   K, KC, KS <run> <bytes> <usec>               kernel QPs (kraw_lat,
+#   K, KC, KS, KF <run> <bytes> <usec>           kernel QPs (kraw_lat,
 #                                                kraw_calls)
 #   C <af> <run> <conns> <ms> <KiB used>         held connections
 #   A <figure> <af> <run> <value>                real programs
@@ -222,17 +222,28 @@ kraw_lat() {
 # the connection, and rstream_rawcalls's two processes write() and read()
 # its devices, each call copying in and posting, or spinning and copying
 # out, and nothing more: the floor under a socket's rows, calls and all.
+# Then the same ends as sockets of a family of their own (KF, family=23:
+# AF_IRDA's number, which no kernel since 4.17 uses), driven with send()
+# and recv(): what the socket calls themselves add, which any socket
+# family pays.
+RAW_FAMILY=23
 kraw_calls() {
-	if modprobe rstream_test_rawlat size="$1" calls=1 2> /tmp/kraw.err; then
-		/usr/lib/rstream/selftests/rstream_rawcalls "$1" "$2" \
-			> /tmp/kraw.out 2>> /tmp/kraw.err
-		rmmod rstream_test_rawlat
-		sed -n "s/^rawcalls $1 [0-9]* \([0-9.]*\)\$/KS $run $1 \1/p" /tmp/kraw.out
-		grep -q '^rawcalls' /tmp/kraw.out ||
-			echo "# rstream_rawcalls size $1 failed: $(cat /tmp/kraw.err)"
-	else
-		echo "# rstream_test_rawlat size $1 calls=1 failed: $(cat /tmp/kraw.err)"
-	fi
+	for tag in KS KF; do
+		fam='' line=rawcalls
+		[ $tag = KF ] && fam=$RAW_FAMILY line=rawsockcalls
+		if modprobe rstream_test_rawlat size="$1" calls=1 \
+		   ${fam:+family=$fam} 2> /tmp/kraw.err; then
+			# shellcheck disable=SC2086 # no family: no word
+			/usr/lib/rstream/selftests/rstream_rawcalls "$1" "$2" $fam \
+				> /tmp/kraw.out 2>> /tmp/kraw.err
+			rmmod rstream_test_rawlat
+			sed -n "s/^$line $1 [0-9]* \([0-9.]*\)\$/$tag $run $1 \1/p" /tmp/kraw.out
+			grep -q "^$line" /tmp/kraw.out ||
+				echo "# rstream_rawcalls size $1 $fam failed: $(cat /tmp/kraw.err)"
+		else
+			echo "# rstream_test_rawlat size $1 calls=1 $fam failed: $(cat /tmp/kraw.err)"
+		fi
+	done
 }
 
 raw_bw() {	# raw_bw <bytes> <iterations>

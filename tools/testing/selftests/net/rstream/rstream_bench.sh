@@ -4,8 +4,8 @@
 # The helpers `make bench` measures its floors with, on every kernel the
 # tests run on: rstream_test_rawlat's round trips between two kernel QPs,
 # in its init (with the copies a socket makes) and made by two programs'
-# system calls on its devices (rstream_rawcalls), and the guards on those
-# devices.  Needs rxe0 (set up by the VM runner) on 192.0.2.1.
+# system calls on its devices and on its sockets (rstream_rawcalls), and
+# the guards on those.  Needs rxe0 (set up by the VM runner) on 192.0.2.1.
 
 . "$(dirname "$0")/lib.sh"
 
@@ -49,6 +49,34 @@ rawlat_calls_round_trips() {
 	rmmod rstream_test_rawlat || die "rmmod after the run failed"
 }
 
+# The same through sockets of a family of the helper's own: send() and
+# recv() check each round trip's byte as above.  A family in use (the
+# module's own, rstream's) is refused with the reason logged, and so is a
+# family without calls; neither leaves the helper loaded.
+rawlat_socket_calls() {
+	load size=64 calls=1 family=23
+	out=$("$DIR/rstream_rawcalls" 64 200 23 2>&1) ||
+		die "rstream_rawcalls over sockets: $out"
+	echo "$out" | grep -q '^rawsockcalls 64 200 [0-9]*\.[0-9]*$' ||
+		die "no result line: $out"
+	rmmod rstream_test_rawlat || die "rmmod after the run failed"
+
+	af=$(cat /sys/module/rstream/parameters/family) ||
+		die "no family parameter"
+	mark_log
+	out=$(modprobe rstream_test_rawlat calls=1 family="$af" 2>&1) &&
+		die "family $af (rstream's) was taken"
+	echo "$out" | grep -q 'busy' || die "family $af in use: $out"
+	new_log | grep -q "rstream_test_rawlat: address family $af: " ||
+		die "no reason logged: $(new_log | tail -n 3)"
+	out=$(modprobe rstream_test_rawlat family=23 2>&1) &&
+		die "a family without calls was taken"
+	echo "$out" | grep -q 'Invalid argument' || die "without calls: $out"
+	grep -q '^rstream_test_rawlat ' /proc/modules &&
+		die "left loaded after a refusal"
+	return 0
+}
+
 # One open of each device at a time; a call of another size is refused;
 # a read that no write answers ends after its bound, or at a signal; an
 # open device keeps the module loaded.
@@ -86,4 +114,4 @@ rawlat_calls_guarded() {
 }
 
 run_tests rawlat_in_init_with_copies rawlat_calls_round_trips \
-	rawlat_calls_guarded
+	rawlat_socket_calls rawlat_calls_guarded

@@ -15,7 +15,12 @@
  * seen (exit 1).  Each read gives up after 5 s in the module
  * (ETIMEDOUT), so a lost write cannot hang it.
  *
- *   rstream_rawcalls SIZE ROUNDTRIPS
+ * With FAMILY (rstream_test_rawlat calls=1 family=FAMILY), the two ends
+ * are sockets of that family instead, made with socket() and driven with
+ * send() and recv(), as a socket program's are (the line then starts
+ * "rawsockcalls").
+ *
+ *   rstream_rawcalls SIZE ROUNDTRIPS [FAMILY]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,11 +28,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define DEV "/dev/rstream_rawlat_"
+
+static int family;	/* 0: the devices; else sockets of this family */
+
+static ssize_t put(int fd, const char *buf, size_t size)
+{
+	return family ? send(fd, buf, size, 0) : write(fd, buf, size);
+}
+
+static ssize_t get(int fd, char *buf, size_t size)
+{
+	return family ? recv(fd, buf, size, 0) : read(fd, buf, size);
+}
 
 /* @n round trips at one end: the client writes first, the server answers. */
 static int pingpong(const char *end, char *buf, size_t size, long n)
@@ -38,25 +56,29 @@ static int pingpong(const char *end, char *buf, size_t size, long n)
 	int fd;
 
 	snprintf(path, sizeof(path), DEV "%s", end);
-	fd = open(path, O_RDWR);
+	if (family)
+		fd = socket(family, SOCK_STREAM, client ? 0 : 1);
+	else
+		fd = open(path, O_RDWR);
 	if (fd < 0) {
-		fprintf(stderr, "open %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "%s %s: %s\n", family ? "socket" : "open",
+			family ? end : path, strerror(errno));
 		return -1;
 	}
 	for (i = 0; i < n; i++) {
 		errno = 0;
 		buf[0] = (char)i;
-		if (client && write(fd, buf, size) != (ssize_t)size)
+		if (client && put(fd, buf, size) != (ssize_t)size)
 			goto fail;
 		buf[0] = (char)~i;	/* what a read that moved nothing leaves */
-		if (read(fd, buf, size) != (ssize_t)size)
+		if (get(fd, buf, size) != (ssize_t)size)
 			goto fail;
 		if (buf[0] != (char)i) {
 			fprintf(stderr, "%s: round trip %ld: byte %d came\n",
 				end, i, buf[0]);
 			goto out;
 		}
-		if (!client && write(fd, buf, size) != (ssize_t)size)
+		if (!client && put(fd, buf, size) != (ssize_t)size)
 			goto fail;
 	}
 	close(fd);
@@ -78,10 +100,12 @@ int main(int argc, char **argv)
 	int status, rc;
 	double us;
 
-	size = argc == 3 ? atol(argv[1]) : 0;
-	n = argc == 3 ? atol(argv[2]) : 0;
-	if (size <= 0 || n <= 0) {
-		fprintf(stderr, "usage: %s SIZE ROUNDTRIPS\n", argv[0]);
+	size = argc == 3 || argc == 4 ? atol(argv[1]) : 0;
+	n = argc == 3 || argc == 4 ? atol(argv[2]) : 0;
+	family = argc == 4 ? atoi(argv[3]) : 0;
+	if (size <= 0 || n <= 0 || family < 0) {
+		fprintf(stderr, "usage: %s SIZE ROUNDTRIPS [FAMILY]\n",
+			argv[0]);
 		return 2;
 	}
 	buf = calloc(1, size);
@@ -105,6 +129,7 @@ int main(int argc, char **argv)
 	if (rc)
 		return 1;
 	us = (b.tv_sec - a.tv_sec) * 1e6 + (b.tv_nsec - a.tv_nsec) / 1e3;
-	printf("rawcalls %ld %ld %.2f\n", size, n, us / (2.0 * n));
+	printf("%s %ld %ld %.2f\n", family ? "rawsockcalls" : "rawcalls",
+	       size, n, us / (2.0 * n));
 	return 0;
 }

@@ -40,6 +40,18 @@
  * program measures.  Each device opens once at a time; every read is
  * bounded as above and ends at a signal; rmmod tears down, and is refused
  * while a device is open.  Until then the module holds the RDMA device.
+ *
+ * With @calls and @family, the same ends are also sockets: the module
+ * registers that address family (one the kernel leaves free), and
+ * socket(@family, SOCK_STREAM, 0) is the client's end, protocol 1 the
+ * server's, each open once at a time, as the devices (and shared with
+ * them).  A send() of @size bytes copies them in from the message and
+ * posts them, a recv() of @size bytes spins and copies out, as write()
+ * and read() do, and there is nothing else: the socket system calls'
+ * own cost (descriptor lookup, the security hooks, the message header)
+ * is all they add, which every socket family pays, where a device's
+ * read() and write() do not.  Only CAP_NET_ADMIN in the initial network
+ * namespace creates one.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -47,6 +59,7 @@
 #include <linux/inet.h>
 #include <linux/kthread.h>
 #include <linux/miscdevice.h>
+#include <linux/net.h>
 #include <linux/mm.h>
 #include <linux/mman.h>
 #include <linux/module.h>
@@ -56,6 +69,8 @@
 #include <linux/scatterlist.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
+#include <linux/uio.h>
+#include <net/sock.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 
@@ -89,6 +104,10 @@ MODULE_PARM_DESC(copy, "copy the bytes in from user memory before each write and
 static bool calls;
 module_param(calls, bool, 0444);
 MODULE_PARM_DESC(calls, "leave the round trips to two programs' write() and read() on /dev/rstream_rawlat_{client,server}, which copy as copy does; stay loaded until rmmod (default off)");
+
+static int family;
+module_param(family, int, 0444);
+MODULE_PARM_DESC(family, "with calls: also make the ends sockets of this address family, which must be free (protocol 0: the client, 1: the server); default 0, none");
 
 struct rawlat_end {
 	const char *name;
@@ -370,33 +389,49 @@ static int rawlat_wait_write(struct rawlat_end *e)
 	}
 }
 
+/* Bytes copied into the registered buffer: the device's now, and posted. */
+static int rawlat_send_copied(struct rawlat_end *e)
+{
+	ib_dma_sync_single_for_device(e->id->device, sg_dma_address(&e->sg),
+				      size, DMA_BIDIRECTIONAL);
+	return rawlat_post_write(e);
+}
+
 /*
  * A socket's send: with @ubuf, the bytes come from the program's memory
  * into the registered buffer (and are made the device's) first.
  */
 static int rawlat_send(struct rawlat_end *e, const void __user *ubuf)
 {
-	struct ib_device *dev = e->id->device;
+	if (!ubuf)
+		return rawlat_post_write(e);
+	if (copy_from_user(e->buf, ubuf, size))
+		return -EFAULT;
+	return rawlat_send_copied(e);
+}
 
-	if (ubuf) {
-		if (copy_from_user(e->buf, ubuf, size))
-			return -EFAULT;
-		ib_dma_sync_single_for_device(dev, sg_dma_address(&e->sg),
-					      size, DMA_BIDIRECTIONAL);
-	}
-	return rawlat_post_write(e);
+/* The peer's write came, and its bytes are the CPU's to copy out. */
+static int rawlat_recv_arrived(struct rawlat_end *e)
+{
+	int err = rawlat_wait_write(e);
+
+	if (!err)
+		ib_dma_sync_single_for_cpu(e->id->device,
+					   sg_dma_address(&e->sg), size,
+					   DMA_BIDIRECTIONAL);
+	return err;
 }
 
 /* A socket's recv: with @ubuf, the bytes that came go out to the program. */
 static int rawlat_recv(struct rawlat_end *e, void __user *ubuf)
 {
-	struct ib_device *dev = e->id->device;
-	int err = rawlat_wait_write(e);
+	int err;
 
-	if (err || !ubuf)
+	if (!ubuf)
+		return rawlat_wait_write(e);
+	err = rawlat_recv_arrived(e);
+	if (err)
 		return err;
-	ib_dma_sync_single_for_cpu(dev, sg_dma_address(&e->sg), size,
-				   DMA_BIDIRECTIONAL);
 	if (copy_to_user(ubuf, e->buf, size))
 		return -EFAULT;
 	return 0;
@@ -504,6 +539,141 @@ static const struct file_operations rawlat_fops = {
 	.llseek = noop_llseek,
 };
 
+/*
+ * With @family: the ends as sockets, whose calls do what the devices' do
+ * (above), in process context.  The socket's end is fixed at its
+ * creation and held (the open bit) until its release.
+ */
+struct rawlat_sock {
+	struct sock sk;		/* first: what sk_alloc() allocates */
+	struct rawlat_end *e;
+};
+
+static struct proto rawlat_proto = {
+	.name		= "RAWLAT",
+	.owner		= THIS_MODULE,
+	.obj_size	= sizeof(struct rawlat_sock),
+};
+
+static struct rawlat_end *rawlat_sock_end(struct socket *sock)
+{
+	return container_of(sock->sk, struct rawlat_sock, sk)->e;
+}
+
+static int rawlat_sock_release(struct socket *sock)
+{
+	struct sock *sk = sock->sk;
+
+	if (!sk)
+		return 0;
+	clear_bit_unlock(0, &rawlat_sock_end(sock)->open);
+	sock_orphan(sk);
+	sock->sk = NULL;
+	sock_put(sk);
+	return 0;
+}
+
+/* send(): as write(), from the message's iterator. */
+static int rawlat_sock_sendmsg(struct socket *sock, struct msghdr *msg,
+			       size_t len)
+{
+	struct rawlat_end *e = rawlat_sock_end(sock);
+	int err;
+
+	if (len != size)
+		return -EINVAL;
+	if (copy_from_iter(e->buf, size, &msg->msg_iter) != size)
+		return -EFAULT;
+	err = rawlat_send_copied(e);
+	return err ? err : (int)len;
+}
+
+/* recv(): as read(), to the message's iterator. */
+static int rawlat_sock_recvmsg(struct socket *sock, struct msghdr *msg,
+			       size_t len, int flags)
+{
+	struct rawlat_end *e = rawlat_sock_end(sock);
+	int err;
+
+	if (len != size || (flags & ~(MSG_WAITALL | MSG_NOSIGNAL)))
+		return -EINVAL;
+	err = rawlat_recv_arrived(e);
+	if (err)
+		return err;
+	if (copy_to_iter(e->buf, size, &msg->msg_iter) != size)
+		return -EFAULT;
+	return len;
+}
+
+static const struct proto_ops rawlat_sock_ops = {
+	.owner		= THIS_MODULE,	/* a socket keeps the module */
+	.release	= rawlat_sock_release,
+	.bind		= sock_no_bind,
+	.connect	= sock_no_connect,
+	.socketpair	= sock_no_socketpair,
+	.accept		= sock_no_accept,
+	.getname	= sock_no_getname,
+	.ioctl		= sock_no_ioctl,
+	.listen		= sock_no_listen,
+	.shutdown	= sock_no_shutdown,
+	.sendmsg	= rawlat_sock_sendmsg,
+	.recvmsg	= rawlat_sock_recvmsg,
+	.mmap		= sock_no_mmap,
+};
+
+static int rawlat_sock_create(struct net *net, struct socket *sock,
+			      int protocol, int kern)
+{
+	struct rawlat_end *e;
+	struct sock *sk;
+
+	if (!net_eq(net, &init_net) || !capable(CAP_NET_ADMIN))
+		return -EPERM;
+	if (sock->type != SOCK_STREAM)
+		return -ESOCKTNOSUPPORT;
+	if (protocol != 0 && protocol != 1)
+		return -EPROTONOSUPPORT;
+	e = protocol ? &rawlat_server : &rawlat_client;
+	if (test_and_set_bit_lock(0, &e->open))
+		return -EBUSY;
+	sk = sk_alloc(net, family, GFP_KERNEL, &rawlat_proto, kern);
+	if (!sk) {
+		clear_bit_unlock(0, &e->open);
+		return -ENOMEM;
+	}
+	sock->ops = &rawlat_sock_ops;
+	sock_init_data(sock, sk);
+	container_of(sk, struct rawlat_sock, sk)->e = e;
+	return 0;
+}
+
+static struct net_proto_family rawlat_family_ops = {
+	.create	= rawlat_sock_create,
+	.owner	= THIS_MODULE,
+};
+
+static bool rawlat_proto_registered, rawlat_family_registered;
+
+/* The family, once both ends are up: process context. */
+static int rawlat_register_family(void)
+{
+	int err;
+
+	err = proto_register(&rawlat_proto, 0);
+	if (err)
+		return err;
+	rawlat_proto_registered = true;
+	rawlat_family_ops.family = family;
+	err = sock_register(&rawlat_family_ops);
+	if (err) {
+		pr_err("address family %d: %d (in use?)\n", family, err);
+		/* modprobe takes -EEXIST from init for "already loaded". */
+		return err == -EEXIST ? -EBUSY : err;
+	}
+	rawlat_family_registered = true;
+	return 0;
+}
+
 static int rawlat_register(struct rawlat_end *e, const char *name)
 {
 	int err;
@@ -610,6 +780,8 @@ static int rawlat_run(void)
 		err = rawlat_register(c, "rstream_rawlat_client");
 		if (!err)
 			err = rawlat_register(s, "rstream_rawlat_server");
+		if (!err && family)
+			err = rawlat_register_family();
 		return err;
 	}
 	if (copy) {
@@ -666,6 +838,14 @@ static void rawlat_teardown(void)
 	 */
 	if (rawlat_listen_id)
 		rdma_destroy_id(rawlat_listen_id);
+	/*
+	 * Then the family: no socket of it is left (each holds the module),
+	 * and once it is unregistered no new one can be made.
+	 */
+	if (rawlat_family_registered)
+		sock_unregister(family);
+	if (rawlat_proto_registered)
+		proto_unregister(&rawlat_proto);
 	rawlat_free_end(&rawlat_client);
 	rawlat_free_end(&rawlat_server);
 	if (rawlat_client.id)
@@ -683,9 +863,11 @@ static int __init rawlat_init(void)
 
 	if (!size || size > RAWLAT_MAX_SIZE || !iters ||
 	    iters > RAWLAT_MAX_ITERS ||
-	    (u64)size * iters > RAWLAT_MAX_BYTES) {
-		pr_err("size 1 to %d, iters 1 to %d, size * iters at most %d\n",
-		       RAWLAT_MAX_SIZE, RAWLAT_MAX_ITERS, RAWLAT_MAX_BYTES);
+	    (u64)size * iters > RAWLAT_MAX_BYTES ||
+	    family < 0 || family >= NPROTO || (family && !calls)) {
+		pr_err("size 1 to %d, iters 1 to %d, size * iters at most %d; family 0 to %d, with calls\n",
+		       RAWLAT_MAX_SIZE, RAWLAT_MAX_ITERS, RAWLAT_MAX_BYTES,
+		       NPROTO - 1);
 		return -EINVAL;
 	}
 	init_completion(&rawlat_client.event);
