@@ -427,6 +427,25 @@ void rstream_cq_poll(struct rstream_sock *rs)
 
 #ifdef CONFIG_NET_RX_BUSY_POLL
 /*
+ * One turn of a busy poll, BHs off: up to @budget completions handled,
+ * and the CQ settled unless the budget ran out (more are waiting).
+ * Return: the completions handled.
+ */
+static int rstream_cq_busy_turn(struct rstream_sock *rs, int budget)
+{
+	int done = 0;
+
+	if (rstream_cq_claim(rs)) {
+		rs->cq_polls++;
+		done = rstream_cq_process(rs, budget);
+		if (done < budget)
+			rstream_cq_settle(rs);
+		rstream_cq_release(rs);
+	}
+	return done;
+}
+
+/*
  * The NAPI context's poll: a busy loop (BHs off, the process spinning),
  * or net_rx_action() (softirq) for what a busy loop left at its end.
  * An armed CQ is polled too: a poll(), select() or epoll_wait() that
@@ -439,17 +458,11 @@ static int rstream_cq_napi_poll(struct napi_struct *napi, int budget)
 {
 	struct rstream_sock *rs = container_of(napi, struct rstream_napi,
 					       napi)->rs;
-	int done = 0;
+	int done;
 
 	if (!budget)
 		return 0;
-	if (rstream_cq_claim(rs)) {
-		rs->cq_polls++;
-		done = rstream_cq_process(rs, budget);
-		if (done < budget)
-			rstream_cq_settle(rs);
-		rstream_cq_release(rs);
-	}
+	done = rstream_cq_busy_turn(rs, budget);
 	if (done < budget)
 		napi_complete_done(napi, done);
 	return done;
@@ -514,16 +527,10 @@ bool rstream_cq_busy_poll(struct rstream_sock *rs,
 	for (;;) {
 		/* The handlers run as in softirq: rs->lock without _bh. */
 		local_bh_disable();
-		if (rstream_cq_claim(rs)) {
-			rs->cq_polls++;
-			n = rstream_cq_process(rs, budget);
-			if (n < budget)
-				rstream_cq_settle(rs);
-			rstream_cq_release(rs);
-			if (n > 0)
-				__NET_ADD_STATS(sock_net(sk),
-						LINUX_MIB_BUSYPOLLRXPACKETS, n);
-		}
+		n = rstream_cq_busy_turn(rs, budget);
+		if (n > 0)
+			__NET_ADD_STATS(sock_net(sk),
+					LINUX_MIB_BUSYPOLLRXPACKETS, n);
 		local_bh_enable();
 		if (done(rs) || signal_pending(current) ||
 		    !test_bit(RSTREAM_CQ_LIVE, &rs->cq_state) ||
