@@ -508,8 +508,7 @@ static const char *rstream_live_check(struct rstream_sock *rs,
 		if (time_before(since + limit, *next))
 			*next = since + limit;
 	}
-	/* As TCP's: no keepalive while data is in flight, or once it ended. */
-	if (!READ_ONCE(rs->keepalive) || rstream_data_inflight(rs))
+	if (!READ_ONCE(rs->keepalive))
 		return NULL;
 
 	/* Anything else that completed after the last probe answers it. */
@@ -519,7 +518,16 @@ static const char *rstream_live_check(struct rstream_sock *rs,
 	since = time_after(rs->alive_at, rs->keepalive_at) ? rs->alive_at :
 							     rs->keepalive_at;
 	idle = now - since;
-	if (idle < rstream_conn_keepidle(rs)) {
+	if (rstream_data_inflight(rs)) {
+		/*
+		 * As TCP's: no probe while data is in flight, but a look
+		 * again a keepalive time on.  Nothing brings the timer back
+		 * when the data completes, and the writes' own look may be
+		 * minutes away: a connection that went idle just after
+		 * would go unwatched that long.
+		 */
+		at = now + rstream_conn_keepidle(rs);
+	} else if (idle < rstream_conn_keepidle(rs)) {
 		at = since + rstream_conn_keepidle(rs);
 	} else {
 		if (READ_ONCE(rs->user_timeout) ? rs->probes && idle >= limit :

@@ -4,13 +4,14 @@
 # Two hosts: a peer that vanishes without a word.  Guest a serves
 # (rstream_live serve), guest b opens the same cases on TCP and on
 # AF_RSTREAM at once (rstream_live case: keepalive on an idle connection
-# blocked in recv, poll and epoll_wait; TCP_USER_TIMEOUT on a stream, its
-# sender blocked; an idle connection without keepalive), then
-# guest a cuts its wire for CUT_S seconds.  Every timed case must end with
-# ETIMEDOUT near its bound, on both transports; the idle ones must
-# outlive the cut.  Then guest a removes its RDMA device under a
-# connection that b reads from: b must read ECONNRESET.  Runs on both
-# guests at once: RSTREAM_ROLE a or b.
+# blocked in recv, poll and epoll_wait, and on one that streamed first;
+# TCP_USER_TIMEOUT on a stream, its sender blocked; an idle connection
+# without keepalive; the bulk case's last write goes while b's packets
+# are 50 ms late), then guest a cuts its wire for CUT_S seconds.  Every
+# timed case must end with ETIMEDOUT near its bound, on both transports;
+# the idle ones must outlive the cut.  Then guest a removes its RDMA
+# device under a connection that b reads from: b must read ECONNRESET.
+# Runs on both guests at once: RSTREAM_ROLE a or b.
 
 . /usr/lib/rstream/selftests/ktap_helpers.sh
 
@@ -19,8 +20,10 @@ PORT=9400
 CUT_S=14
 GO=/tmp/rstream_live.go
 GO2=/tmp/rstream_live.go2
+SLOW=/tmp/rstream_live.slow
+STEADY=/tmp/rstream_live.steady
 CUT=/tmp/rstream_live.cut
-CASES="recv poll epoll stream idle"
+CASES="recv poll epoll bulk stream idle"
 
 barrier() {	# barrier <port>: both guests get past it together
 	if [ "$RSTREAM_ROLE" = a ]; then
@@ -40,7 +43,7 @@ barrier() {	# barrier <port>: both guests get past it together
 # three probes a second apart; a user timeout of 4 s.
 bound() {
 	case $1 in
-	recv|poll|epoll) echo 6000 ;;
+	recv|poll|epoll|bulk) echo 6000 ;;
 	stream) echo 4000 ;;
 	*) echo 0 ;;
 	esac
@@ -109,36 +112,70 @@ remove_device() {
 	stop_server
 }
 
+# await_cases <pattern> <count>: up to 30 s for that many of the cases'
+# outputs to have a line matching <pattern>, or for one to have failed.
+await_cases() {
+	i=0
+	until [ "$(cat /tmp/live.*.* | grep -c "$1")" -ge "$2" ] ||
+	      grep -q '^not ok' /tmp/live.*.*; do
+		i=$((i + 1))
+		[ $i -gt 300 ] && break
+		sleep 0.1
+	done
+}
+
 open_cases() {
-	rm -f $GO $GO2 $CUT
+	rm -f $GO $GO2 $CUT $SLOW $STEADY
 	barrier 9301
-	n=0 pids=
+	n=0 echoing=0 bulks=0 pids=
 	for t in tcp rdma; do
 		for c in $CASES; do
 			"$ST/rstream_live" case "$RSTREAM_PEER4" $PORT $t $c \
 				"$(bound $c)" > "/tmp/live.$t.$c" 2>&1 &
 			pids="$pids $!"
 			n=$((n + 1))
+			[ "$c" = stream ] || echoing=$((echoing + 1))
+			[ "$c" = bulk ] && bulks=$((bulks + 1))
 		done
 	done
-	i=0
-	until [ "$(cat /tmp/live.*.* | grep -c '^ready$')" -ge $n ] ||
-	      grep -q '^not ok' /tmp/live.*.*; do
-		i=$((i + 1))
-		[ $i -gt 300 ] && break
-		sleep 0.1
-	done
+	await_cases '^ready$' $n
 	barrier 9302
 	touch $GO
+	# Our packets 50 ms late for the bulk cases' last write, so that it
+	# is still in flight when keepalive looks at it.  The stream cases
+	# start once the delay is gone: soft-RoCE has flushed queue pairs
+	# that streamed over netem (once on 6.12, in 4 runs of 5 on
+	# virtio-net, the debug kernel's wire).  On virtio-net the bulk case
+	# goes without the delay.
+	await_cases '^streamed$' $bulks
+	delayed=yes slow=no
+	driver=$(readlink /sys/class/net/eth0/device/driver)
+	if [ "${driver##*/}" = virtio_net ]; then
+		echo "# no delay on virtio-net"
+	else
+		slow=yes
+		tc qdisc add dev eth0 root netem delay 50ms || delayed=no
+	fi
+	touch $SLOW
+	await_cases '^looked$' $bulks
+	if [ $slow = yes ]; then
+		tc qdisc del dev eth0 root || delayed=no
+	fi
+	touch $STEADY
+	# The wire goes once every case that echoes is idle, its echo back
+	# and its bytes acknowledged: keepalive probes only idle connections.
+	await_cases '^idle ' $echoing
 	barrier 9303
 	# Guest a cuts the wire as it leaves the barrier: the cases time
 	# their ends from here, however long after the go it came.
 	touch $CUT
-	# The longest case: the idle ones, 20 s, then up to 30 s for the echo.
+	# The longest case: the idle ones, 20 s after the cut, then up to 30 s
+	# for the echo.
 	# shellcheck disable=SC2086
 	wait $pids
 	echo "# cases over at $(date +%s)"
 	barrier 9304
+	[ $delayed = yes ]
 }
 
 device_removed() {
@@ -171,7 +208,7 @@ if [ "$RSTREAM_ROLE" = a ]; then
 	ktap_test_result "remove rxe0 under a connection, add it back" \
 		remove_device
 else
-	ktap_set_plan 12
+	ktap_set_plan 14
 	ktap_test_result "open every case, the wire cut and restored" open_cases
 	for t in tcp rdma; do
 		for c in $CASES; do

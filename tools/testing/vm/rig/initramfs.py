@@ -30,6 +30,7 @@ HOST_PROGRAMS = [
     "/usr/bin/kmod",
     "/usr/bin/rdma",
     "/usr/sbin/ip",
+    "/usr/sbin/tc",
     "/usr/bin/ibv_devices",
     "/usr/bin/ibv_devinfo",
     "/usr/bin/rstream",
@@ -79,7 +80,7 @@ HOST_PACKAGES = ["busybox-static", "bash", "kmod", "iproute2", "libc6",
 # loaded by name through request_module() when rxe starts.
 GUEST_MODULES = ["rdma_rxe", "siw", "rdma_ucm", "ib_uverbs", "rdma_cm",
                  "dummy", "virtio_net", "virtio_pci", "e1000", "crc32_generic",
-                 "configfs"]
+                 "configfs", "sch_netem"]
 
 
 def copy_into(root, host_path):

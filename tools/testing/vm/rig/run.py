@@ -27,7 +27,8 @@ TOOLS = REPO / "tools"
 GUEST_LIB = "/usr/lib/rstream"
 KUNIT_LIMIT = 300
 WIRE_LIMIT = 300
-# The wire cut (guest/live.sh): 14 s cut, cases up to 50 s.
+# The wire cut (guest/live.sh): 14 s cut; cases stream up to 3 s, then up
+# to 50 s after the cut.
 LIVE_LIMIT = 180
 
 ADDRESSES = {

@@ -10,11 +10,20 @@
  *	everything) and <port>+1 (echo).  Runs until killed.
  *   rstream_live case <peer> <port> <tcp|rdma> <what> <bound-ms>
  *	Connects, prints "ready", waits for the file GO_FILE (the script
- *	makes it just before the wire is cut), then does <what>:
+ *	makes it, then cuts the wire once every case that echoes has
+ *	printed "idle": its echo came back and the peer has acknowledged
+ *	every byte, SIOCOUTQ 0), then does <what>:
  *	  recv, poll, epoll - keepalive 3/1/3: one echo, then idle, and the
  *	    blocked call ends with ETIMEDOUT (poll: POLLERR, SO_ERROR);
- *	  stream - TCP_USER_TIMEOUT 4000 ms, streaming to a peer that reads;
- *	  idle - no keepalive: still up after the wire is back (an echo);
+ *	  bulk - keepalive 3/1/3: BULK_S of streaming to the sink; "streamed",
+ *	    and at SLOW_FILE (the script has made the wire slow) one more
+ *	    write and TCP_KEEPIDLE set again, which has keepalive look at
+ *	    once, while that write is in flight; "looked", then idle and a
+ *	    blocked recv, which ends with ETIMEDOUT as recv's does;
+ *	  stream - TCP_USER_TIMEOUT 4000 ms, streaming to a peer that reads,
+ *	    from STEADY_FILE on (the wire no longer slow);
+ *	  idle - no keepalive: still up after the wire is back (an echo
+ *	    20 s after the cut);
  *	  removal - no keepalive: an echo at the go and another at GO2_FILE,
  *	    then a blocked recv, which the serving guest's RDMA device
  *	    removal ends with ECONNRESET;
@@ -30,6 +39,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -41,17 +51,23 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <linux/sockios.h>
 
 #include "rstream_util.h"
 
 #define GUARD_S		60	/* no case waits longer */
+#define IDLE_S		20	/* for the ping's acknowledgment */
+#define BULK_S		3	/* the bulk case's streaming */
 #define EARLY_MS	1000
 #define LATE_MS		4000
 #define GO_FILE		"/tmp/rstream_live.go"
 #define GO2_FILE	"/tmp/rstream_live.go2"
+#define SLOW_FILE	"/tmp/rstream_live.slow"
+#define STEADY_FILE	"/tmp/rstream_live.steady"
 #define CUT_FILE	"/tmp/rstream_live.cut"
 
 /* CLOCK_REALTIME in ms: what a file's time is kept in. */
@@ -185,14 +201,15 @@ static int serve(const char *a, int port)
 		pause();
 }
 
-/* Streams to the sink until a send fails; the errno. */
-static int stream(int fd)
-{
-	static char buf[65536];
+static char sink_buf[65536];
 
-	for (;;)
-		if (send(fd, buf, sizeof(buf), MSG_NOSIGNAL) < 0)
+/* Streams to the sink until a send fails (the errno) or @end (0). */
+static int stream(int fd, long long end)
+{
+	while (now_ms() < end)
+		if (send(fd, sink_buf, sizeof(sink_buf), MSG_NOSIGNAL) < 0)
 			return errno;
+	return 0;
 }
 
 /* Until the script says go; false if it never does. */
@@ -204,6 +221,32 @@ static bool wait_go(const char *file)
 		if (now_ms() > end || usleep(20 * 1000))
 			return false;
 	return true;
+}
+
+/* Bytes we sent that the peer has not acknowledged yet, or -1. */
+static int unacked(int fd)
+{
+	int n;
+
+	return ioctl(fd, SIOCOUTQ, &n) ? -1 : n;
+}
+
+/*
+ * Until the peer has acknowledged every byte we sent; the ms it took, or
+ * -1 if it did not within IDLE_S.  Keepalive probes only an idle
+ * connection, on TCP as here: a write still in flight when the wire goes
+ * leaves it to the retransmission timeout, 15 minutes.  TCP's echo
+ * carries the acknowledgment of the ping; RDMA's travels on its own and
+ * may come after the echo.
+ */
+static long long wait_idle(int fd)
+{
+	long long start = now_ms();
+
+	while (unacked(fd))
+		if (now_ms() - start > IDLE_S * 1000 || usleep(10 * 1000))
+			return -1;
+	return now_ms() - start;
 }
 
 /* The error a poll or epoll_wait that said POLLERR leaves in SO_ERROR. */
@@ -222,7 +265,7 @@ static int run_case(const char *peer, int port, const char *t,
 		    const char *what, long bound)
 {
 	bool idle = !strcmp(what, "idle"), stream_case = !strcmp(what, "stream");
-	bool removal = !strcmp(what, "removal");
+	bool removal = !strcmp(what, "removal"), bulk = !strcmp(what, "bulk");
 	int want = removal ? ECONNRESET : ETIMEDOUT;
 	struct pollfd p = { .events = POLLIN | POLLRDHUP };
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
@@ -233,7 +276,7 @@ static int run_case(const char *peer, int port, const char *t,
 	char buf[16];
 	long r = 0;
 
-	addr(&sin, peer, port + (stream_case ? SINK : ECHO));
+	addr(&sin, peer, port + (stream_case || bulk ? SINK : ECHO));
 	fd = socket(domain(t), SOCK_STREAM, 0);
 	if (fd < 0 || GUARDED(connect(fd, (struct sockaddr *)&sin,
 				      sizeof(sin)))) {
@@ -254,11 +297,49 @@ static int run_case(const char *peer, int port, const char *t,
 		return 1;
 	}
 	go = now_ms();
-	if (!stream_case &&
+	if (stream_case && !wait_go(STEADY_FILE)) {
+		printf("not ok %s %s: no steady wire\n", t, what);
+		return 1;
+	}
+	/*
+	 * As a program that moved data and then went quiet; an option set
+	 * has keepalive look at once (at the next tick), here at a write
+	 * that the slow wire keeps in flight.
+	 */
+	if (bulk) {
+		err = stream(fd, go + BULK_S * 1000);
+		printf("streamed\n");
+		if (!err && !wait_go(SLOW_FILE)) {
+			printf("not ok %s %s: no slow wire\n", t, what);
+			return 1;
+		}
+		if (!err && send(fd, sink_buf, sizeof(sink_buf), MSG_NOSIGNAL) < 0)
+			err = errno;
+		if (err) {
+			printf("not ok %s %s: send: %s\n", t, what, strerror(err));
+			return 1;
+		}
+		set(fd, SOL_TCP, TCP_KEEPIDLE, 3);
+		usleep(100 * 1000);
+		printf("looked\n");
+	}
+	if (!stream_case && !bulk &&
 	    (send(fd, "ping", 4, MSG_NOSIGNAL) != 4 ||
 	     GUARDED(recv(fd, buf, 4, MSG_WAITALL)) != 4)) {
 		printf("not ok %s %s: echo: %s\n", t, what, strerror(errno));
 		return 1;
+	}
+	/* guest/live.sh cuts the wire once every case is idle. */
+	if (!stream_case && !removal) {
+		long long ms = wait_idle(fd);
+
+		if (ms < 0) {
+			printf("not ok %s %s: %d bytes unacknowledged %d s after the echo\n",
+			       t, what, unacked(fd), IDLE_S);
+			return 1;
+		}
+		printf("idle %lld ms after the %s\n", ms,
+		       bulk ? "stream" : "echo");
 	}
 	if (removal) {
 		if (!wait_go(GO2_FILE)) {
@@ -275,7 +356,11 @@ static int run_case(const char *peer, int port, const char *t,
 	}
 
 	if (idle) {
-		/* Past the cut (guest/live.sh), then an echo within 30 s. */
+		/* Past the cut and the wire back (guest/live.sh), an echo. */
+		if (!wait_go(CUT_FILE)) {
+			printf("not ok %s idle: no cut\n", t);
+			return 1;
+		}
 		sleep(20);
 		if (send(fd, "ping", 4, MSG_NOSIGNAL) != 4 ||
 		    GUARDED_S(30, recv(fd, buf, 4, MSG_WAITALL)) != 4) {
@@ -286,12 +371,12 @@ static int run_case(const char *peer, int port, const char *t,
 		printf("ok %s idle: still up after the cut\n", t);
 		return 0;
 	}
-	if (!strcmp(what, "recv") || !strcmp(what, "removal")) {
+	if (!strcmp(what, "recv") || bulk || removal) {
 		r = GUARDED(recv(fd, buf, sizeof(buf), 0));
 		err = errno;
 	} else if (stream_case) {
 		r = -1;
-		err = stream(fd);
+		err = stream(fd, LLONG_MAX);
 	} else if (!strcmp(what, "poll")) {
 		p.fd = fd;
 		r = GUARDED(poll(&p, 1, GUARD_S * 1000));
@@ -321,8 +406,8 @@ static int run_case(const char *peer, int port, const char *t,
 	    since > bound + LATE_MS) {
 		printf("not ok %s %s: returned %ld (%s) ", t, what, r,
 		       strerror(err));
-		printf("%lld ms after the %s, bound %ld ms\n", since, from,
-		       bound);
+		printf("%lld ms after the %s, bound %ld ms, %d bytes unacknowledged\n",
+		       since, from, bound, unacked(fd));
 		return 1;
 	}
 	printf("ok %s %s: %s %lld ms after the %s, bound %ld ms\n", t, what,
