@@ -99,6 +99,13 @@ xfer() {
 	else
 		"$ST/rstream_xfer" client "$peer" "$port" -T "$limit" "$@"
 	fi
+	rc=$?
+	# The device's view of a failed transfer: retries, duplicates and
+	# sequence errors on each side tell a lost or replayed packet.
+	if [ $rc -ne 0 ]; then
+		rdma statistic show link rxe0/1 | sed 's/^/# /'
+	fi
+	return $rc
 }
 
 kernel_ipv4_both_ways() { xfer 9111 v4 -- -s 65537 -n 64 -d; }

@@ -341,11 +341,45 @@ static void send_stream(struct conn *c)
 	free(buf);
 }
 
-static void mismatch(struct conn *c, unsigned long long at, unsigned char got,
-		     ssize_t len, unsigned long long off)
+/*
+ * The first wrong byte, how many follow it up to the next right one in
+ * what this read returned, and whose bytes they are when they are the
+ * stream's own from another place: bytes a whole number of 64 KiB behind
+ * or ahead (a ring or staging buffer lap, a grant) tell a stale or an
+ * early copy from random damage.
+ */
+static void mismatch(struct conn *c, const char *buf, size_t bad, ssize_t len,
+		     unsigned long long off)
 {
-	fail("connection %d: byte %llu is 0x%02x, expected 0x%02x (read %zd at %llu)",
-	     c->idx, at, got, byte_at(at, c->rx_seed), len, off);
+	unsigned long long at = off + bad;
+	size_t end = bad, n;
+	long long lap;
+	char whose[96] = "";
+
+	while (end < (size_t)len &&
+	       (unsigned char)buf[end] != byte_at(off + end, c->rx_seed))
+		end++;
+	n = end - bad;
+	for (lap = -64; lap <= 64; lap++) {
+		long long from = (long long)at + lap * 65536;
+		size_t i;
+
+		if (!lap || from < 0)
+			continue;
+		for (i = 0; i < n; i++)
+			if ((unsigned char)buf[bad + i] !=
+			    byte_at(from + i, c->rx_seed))
+				break;
+		if (i == n) {
+			snprintf(whose, sizeof(whose),
+				 "; they are the stream's bytes at %lld (%+lld x 64 KiB)",
+				 from, lap);
+			break;
+		}
+	}
+	fail("connection %d: byte %llu is 0x%02x, expected 0x%02x (read %zd at %llu; %zu wrong%s)",
+	     c->idx, at, (unsigned char)buf[bad], byte_at(at, c->rx_seed),
+	     len, off, n, whose);
 }
 
 static void *recv_stream(void *arg)
@@ -374,7 +408,7 @@ static void *recv_stream(void *arg)
 			     c->idx, off, c->rx_bytes);
 		bad = verify(buf, r, off, c->rx_seed);
 		if (bad >= 0)
-			mismatch(c, off + bad, buf[bad], r, off);
+			mismatch(c, buf, bad, r, off);
 		off += r;
 	}
 	free(buf);
