@@ -77,6 +77,43 @@ rawlat_socket_calls() {
 	return 0
 }
 
+# A load that fails after the devices are made (a family in use, here
+# rstream's) lets nobody open one meanwhile: the failed init frees the
+# module whatever holds it.  A shell opens the client's device in a loop
+# (the builtin's redirection: an open and a close, no fork) across ten
+# such loads; each open that worked is counted.  (A regular builtin: a
+# special one's failed redirection would end the looping shell.)
+rawlat_failed_load_opens_nothing() {
+	af=$(cat /sys/module/rstream/parameters/family) ||
+		die "no family parameter"
+	rmmod rstream_test_rawlat 2>/dev/null
+	: > /tmp/rawlat.opened
+	(
+		while :; do
+			if { true < ${DEV}client; } 2>/dev/null; then
+				echo opened >> /tmp/rawlat.opened
+			fi
+		done
+	) &
+	opener=$!
+	i=0 taken=0
+	while [ $i -lt 10 ] && [ $taken -eq 0 ]; do
+		modprobe rstream_test_rawlat calls=1 family="$af" 2>/dev/null &&
+			taken=1
+		i=$((i + 1))
+	done
+	# The loop goes before any verdict: it would spin on after a die.
+	kill $opener 2>/dev/null || die "the opening loop ended early"
+	wait $opener 2>/dev/null
+	[ $taken -eq 0 ] || die "family $af (rstream's) was taken"
+	opened=$(wc -l < /tmp/rawlat.opened)
+	[ "$opened" -eq 0 ] ||
+		die "a device opened $opened times during loads that failed"
+	grep -q '^rstream_test_rawlat ' /proc/modules &&
+		die "left loaded after a refusal"
+	return 0
+}
+
 # One open of each device at a time; a call of another size is refused;
 # a read that no write answers ends after its bound, or at a signal; an
 # open device keeps the module loaded.
@@ -114,4 +151,5 @@ rawlat_calls_guarded() {
 }
 
 run_tests rawlat_in_init_with_copies rawlat_calls_round_trips \
-	rawlat_socket_calls rawlat_calls_guarded
+	rawlat_socket_calls rawlat_failed_load_opens_nothing \
+	rawlat_calls_guarded

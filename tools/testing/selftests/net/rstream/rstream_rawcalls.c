@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +92,19 @@ out:
 	return -1;
 }
 
+/* A decimal argument, or -1 if it is not one (or too big for an int). */
+static long number(const char *arg)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || v < 0 || v > INT_MAX)
+		return -1;
+	return v;
+}
+
 int main(int argc, char **argv)
 {
 	struct timespec a, b;
@@ -100,9 +114,10 @@ int main(int argc, char **argv)
 	int status, rc;
 	double us;
 
-	size = argc == 3 || argc == 4 ? atol(argv[1]) : 0;
-	n = argc == 3 || argc == 4 ? atol(argv[2]) : 0;
-	family = argc == 4 ? atoi(argv[3]) : 0;
+	size = argc == 3 || argc == 4 ? number(argv[1]) : 0;
+	n = argc == 3 || argc == 4 ? number(argv[2]) : 0;
+	/* Not a number is refused, not taken as 0 (the devices). */
+	family = argc == 4 ? number(argv[3]) : 0;
 	if (size <= 0 || n <= 0 || family < 0) {
 		fprintf(stderr, "usage: %s SIZE ROUNDTRIPS [FAMILY]\n",
 			argv[0]);

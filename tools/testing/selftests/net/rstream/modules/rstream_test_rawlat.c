@@ -141,6 +141,13 @@ static struct rdma_cm_id *rawlat_listen_id;
  */
 static struct mm_struct *rawlat_mm;
 static unsigned long rawlat_umap;
+/*
+ * With calls: set once the init can no longer fail.  The devices and the
+ * family are there before it (a failure after them is the family's, one
+ * in use), and an open or a socket() that came first would hold a module
+ * that a failed init frees regardless: they are refused until then.
+ */
+static bool rawlat_ready;
 
 /* The handlers run in rdma_cm's work queue: process context. */
 static int rawlat_create_qp(struct rawlat_end *e, struct rdma_cm_id *id);
@@ -495,6 +502,9 @@ static struct rawlat_end *rawlat_file_end(struct file *file)
 
 static int rawlat_open(struct inode *inode, struct file *file)
 {
+	/* Pairs with the store at the end of the init. */
+	if (!smp_load_acquire(&rawlat_ready))
+		return -ENODEV;
 	if (test_and_set_bit_lock(0, &rawlat_file_end(file)->open))
 		return -EBUSY;
 	return 0;
@@ -633,6 +643,9 @@ static int rawlat_sock_create(struct net *net, struct socket *sock,
 		return -ESOCKTNOSUPPORT;
 	if (protocol != 0 && protocol != 1)
 		return -EPROTONOSUPPORT;
+	/* As rawlat_open(): not while the init may still fail. */
+	if (!smp_load_acquire(&rawlat_ready))
+		return -ENODEV;
 	e = protocol ? &rawlat_server : &rawlat_client;
 	if (test_and_set_bit_lock(0, &e->open))
 		return -EBUSY;
@@ -643,6 +656,7 @@ static int rawlat_sock_create(struct net *net, struct socket *sock,
 	}
 	sock->ops = &rawlat_sock_ops;
 	sock_init_data(sock, sk);
+	sk->sk_protocol = protocol;
 	container_of(sk, struct rawlat_sock, sk)->e = e;
 	return 0;
 }
@@ -880,6 +894,8 @@ static int __init rawlat_init(void)
 	/* With calls, what worked stays for the programs until rmmod. */
 	if (err || !calls)
 		rawlat_teardown();
+	else	/* all set up before; pairs with open's and create's loads */
+		smp_store_release(&rawlat_ready, true);
 	return err;
 }
 
