@@ -532,6 +532,12 @@ bool rstream_cq_busy_poll(struct rstream_sock *rs,
 			__NET_ADD_STATS(sock_net(sk),
 					LINUX_MIB_BUSYPOLLRXPACKETS, n);
 		local_bh_enable();
+		/*
+		 * A last turn that used the whole budget ends unsettled, the
+		 * CQ as it was when the turn began: what it left waits for the
+		 * caller's next call or the backstop, which an unarmed CQ has
+		 * pending, as after any poll that leaves it unarmed.
+		 */
 		if (done(rs) || signal_pending(current) ||
 		    !test_bit(RSTREAM_CQ_LIVE, &rs->cq_state) ||
 		    sk_busy_loop_timeout(sk, spin_start) ||
