@@ -158,9 +158,30 @@ run_tests killed silent
 """
 
 
+def tagged_processes(tag):
+    """The PIDs of the processes whose environment holds @tag."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if tag.encode() in environ:
+            found.append(proc.name)
+    return found
+
+
 def lib_self_check(inst):
     """What run_tests (lib.sh) says of cases that die or fail silently,
     and whether their leftovers are gone; a list of what is wrong."""
+    # The cases' processes carry a tag in their environment: the host may
+    # run sleepers of its own (a developer's shell), which are neither
+    # counted nor killed.  One such decoy runs through the check.
+    tag = f"RSTREAM_LIB_SELF_CHECK={os.getpid()}.{time.monotonic_ns()}"
+    decoy = subprocess.Popen(["sleep", "300"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("lib.sh", "ktap_helpers.sh"):
             shutil.copy2(inst / name, tmp)
@@ -168,6 +189,8 @@ def lib_self_check(inst):
         suite.write_text(LIB_CASES)
         # Its own cases, whatever RSTREAM_CASES picks for the guests'.
         env = {k: v for k, v in os.environ.items() if k != "RSTREAM_CASES"}
+        name, value = tag.split("=", 1)
+        env[name] = value
         res = subprocess.run(["sh", str(suite)], capture_output=True,
                              text=True, timeout=60, env=env)
         out = res.stdout
@@ -180,11 +203,14 @@ def lib_self_check(inst):
                  "not ok 2 silent"):
         if want not in out:
             wrong.append(f"no '{want}' in: {out.strip()[-300:]}")
-    left = subprocess.run(["pgrep", "-f", "^sleep 30[01]$"],
-                          capture_output=True, text=True).stdout.split()
+    left = tagged_processes(tag)
     if left:
         wrong.append(f"sleepers left: {left}")
         subprocess.run(["kill"] + left)
+    if decoy.poll() is not None:
+        wrong.append("an unrelated sleeper was stopped")
+    decoy.kill()
+    decoy.wait()
     return wrong
 
 
