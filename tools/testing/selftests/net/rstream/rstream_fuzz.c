@@ -45,7 +45,7 @@
  *
  * A quarter of the fuzzers' sockets are transparent (RSTREAM_PROTO_TCP4/6),
  * whose options reach a kernel TCP socket: the static keys TCP options
- * flip are pinned on first (pin_static_keys()).
+ * flip are pinned on first (rstream_pin_static_keys()).
  *
  * Exit status: 0 ok, 1 a check failed, 2 bad command line, 3 a hang.
  * With RSTREAM_FUZZ_TCP set in the environment, the sockets are TCP's
@@ -1490,30 +1490,6 @@ static int start(struct thread *t, const char *kind, void *(*fn)(void *))
 	return pthread_create(&t->pt, NULL, fn, t);
 }
 
-/*
- * Options a fuzzer may set on a transparent socket's TCP side turn static
- * keys on and off, and under QEMU's TCG a vCPU can run a stale int3 of
- * that text patching while the other patches: a false Oops in TCP's
- * receive path (the test rig's notes).  Set them here first, as root, on
- * sockets held to the end: the keys are on for the whole run and nothing
- * is patched under traffic.  An option the kernel lacks is skipped.
- */
-static void pin_static_keys(void)
-{
-	int one = 1, fd4 = socket(AF_INET, SOCK_STREAM, 0);
-	int fd6 = socket(AF_INET6, SOCK_STREAM, 0);
-	struct tcp_md5sig md5 = { .tcpm_keylen = 4 };
-	struct sockaddr_in *sin = (struct sockaddr_in *)&md5.tcpm_addr;
-
-	sin->sin_family = AF_INET;
-	inet_pton(AF_INET, "198.51.100.254", &sin->sin_addr);
-	setsockopt(fd4, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one));
-	setsockopt(fd4, SOL_TCP, 37 /* TCP_TX_DELAY */, &one, sizeof(one));
-	setsockopt(fd4, SOL_TCP, TCP_MD5SIG, &md5, sizeof(md5));
-	setsockopt(fd4, SOL_IP, IP_MINTTL, &one, sizeof(one));
-	setsockopt(fd6, SOL_IPV6, 73 /* IPV6_MINHOPCOUNT */, &one, sizeof(one));
-}
-
 static void read_file(const char *path, char *out, size_t size)
 {
 	FILE *f = fopen(path, "r");
@@ -1685,7 +1661,12 @@ int main(int argc, char **argv)
 	addr4 = getenv("RSTREAM_ADDR4") ?: "192.0.2.1";
 	addr6 = getenv("RSTREAM_ADDR6") ?: "2001:db8::1";
 	setup_signals();
-	pin_static_keys();
+	/*
+	 * Options a fuzzer may set on a transparent socket's TCP side switch
+	 * static keys: set them first, as root, for the whole run (an option
+	 * the kernel lacks is skipped).
+	 */
+	rstream_pin_static_keys();
 
 	users = fork();
 	if (users < 0) {

@@ -10,6 +10,10 @@
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <linux/rstream.h>
 
 /* The errno of a call that failed, 0 if it succeeded. */
@@ -76,6 +80,35 @@ static inline int rstream_family(void)
 	int v = rstream_read_int(RSTREAM_FAMILY_SYSFS);
 
 	return v > 0 ? v : AF_RSTREAM;
+}
+
+/*
+ * Sets, for as long as the calling process lives, the static keys that
+ * TCP's and IP's socket options switch on with the first socket that
+ * uses them and off with the last (SO_TIMESTAMP, TCP_TX_DELAY,
+ * TCP_MD5SIG, IP_MINTTL, IPV6_MINHOPCOUNT).  Each switch patches kernel
+ * text; under QEMU's TCG a vCPU that runs the patched code meanwhile may
+ * still execute the patch's temporary int3 afterwards, a false "Oops:
+ * int3".  With the keys held, tests that use the options switch nothing.
+ * Returns -1 if a socket could not be made.
+ */
+static inline int rstream_pin_static_keys(void)
+{
+	int one = 1, fd4 = socket(AF_INET, SOCK_STREAM, 0);
+	int fd6 = socket(AF_INET6, SOCK_STREAM, 0);
+	struct tcp_md5sig md5 = { .tcpm_keylen = 4 };
+	struct sockaddr_in *sin = (struct sockaddr_in *)&md5.tcpm_addr;
+
+	if (fd4 < 0 || fd6 < 0)
+		return -1;
+	sin->sin_family = AF_INET;
+	inet_pton(AF_INET, "198.51.100.254", &sin->sin_addr);
+	setsockopt(fd4, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one));
+	setsockopt(fd4, SOL_TCP, 37 /* TCP_TX_DELAY */, &one, sizeof(one));
+	setsockopt(fd4, SOL_TCP, TCP_MD5SIG, &md5, sizeof(md5));
+	setsockopt(fd4, SOL_IP, IP_MINTTL, &one, sizeof(one));
+	setsockopt(fd6, SOL_IPV6, 73 /* IPV6_MINHOPCOUNT */, &one, sizeof(one));
+	return 0;
 }
 
 #endif /* RSTREAM_UTIL_H */
