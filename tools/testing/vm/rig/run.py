@@ -179,9 +179,21 @@ def lib_self_check(inst):
     # The cases' processes carry a tag in their environment: the host may
     # run sleepers of its own (a developer's shell), which are neither
     # counted nor killed.  One such decoy runs through the check.
-    tag = f"RSTREAM_LIB_SELF_CHECK={os.getpid()}.{time.monotonic_ns()}"
     decoy = subprocess.Popen(["sleep", "300"], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
+    try:
+        wrong = lib_cases_check(inst)
+        if decoy.poll() is not None:
+            wrong.append("an unrelated sleeper was stopped")
+    finally:
+        decoy.kill()
+        decoy.wait()
+    return wrong
+
+
+def lib_cases_check(inst):
+    """lib_self_check() without its decoy."""
+    tag = f"RSTREAM_LIB_SELF_CHECK={os.getpid()}.{time.monotonic_ns()}"
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("lib.sh", "ktap_helpers.sh"):
             shutil.copy2(inst / name, tmp)
@@ -207,10 +219,6 @@ def lib_self_check(inst):
     if left:
         wrong.append(f"sleepers left: {left}")
         subprocess.run(["kill"] + left)
-    if decoy.poll() is not None:
-        wrong.append("an unrelated sleeper was stopped")
-    decoy.kill()
-    decoy.wait()
     return wrong
 
 
