@@ -200,7 +200,8 @@ def lib_cases_check(inst):
         suite = Path(tmp) / "cases.sh"
         suite.write_text(LIB_CASES)
         # Its own cases, whatever RSTREAM_CASES picks for the guests'.
-        env = {k: v for k, v in os.environ.items() if k != "RSTREAM_CASES"}
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("RSTREAM_CASES", "RSTREAM_SUITE_CASES")}
         name, value = tag.split("=", 1)
         env[name] = value
         res = subprocess.run(["sh", str(suite)], capture_output=True,
@@ -219,6 +220,36 @@ def lib_cases_check(inst):
     if left:
         wrong.append(f"sleepers left: {left}")
         subprocess.run(["kill"] + left)
+    return wrong
+
+
+# Two cases that end at once, for the rig's choice of cases.
+SELECTION_CASES = r"""
+. "$(dirname "$0")/lib.sh"
+first() { :; }
+second() { :; }
+run_tests first second
+"""
+
+
+def lib_selection_check(inst):
+    """What run_tests (lib.sh) runs under RSTREAM_SUITE_CASES, and that a
+    word naming no case fails the suite; a list of what is wrong."""
+    wrong = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("lib.sh", "ktap_helpers.sh"):
+            shutil.copy2(inst / name, tmp)
+        suite = Path(tmp) / "cases.sh"
+        suite.write_text(SELECTION_CASES)
+        env = {k: v for k, v in os.environ.items() if k != "RSTREAM_CASES"}
+        for words, rc, want in (("sec", 0, "1..1\n#  RUN second\nok 1"),
+                                ("first,nothing", 1, "has 'nothing' in")):
+            env["RSTREAM_SUITE_CASES"] = words
+            res = subprocess.run(["sh", str(suite)], capture_output=True,
+                                 text=True, timeout=60, env=env)
+            if res.returncode != rc or want not in res.stdout:
+                wrong.append(f"RSTREAM_SUITE_CASES={words}: exit "
+                             f"{res.returncode}, said {res.stdout[-200:]!r}")
     return wrong
 
 
@@ -250,6 +281,9 @@ def build_selftests(ksft_dir, section):
     wrong = lib_self_check(inst)
     section.check("lib.sh: a case that dies is named and what it left "
                   "running is stopped", not wrong, "; ".join(wrong))
+    wrong = lib_selection_check(inst)
+    section.check("lib.sh: the rig's choice of cases runs them, and one "
+                  "that names no case fails", not wrong, "; ".join(wrong))
     for name in ("rstream", "rstream-run", "librstream-preload.so"):
         shutil.copy2(OUT / "tools" / name, inst / name)
     return inst
@@ -261,6 +295,48 @@ def build_selftests(ksft_dir, section):
 NEEDS = {"rstream_faults.sh": "CONFIG_FAULT_INJECTION_DEBUG_FS"}
 
 
+# The debug kernel's share of the suites.  Its checkers (KASAN, lockdep,
+# kmemleak, debug objects, fault injection) judge the code paths a case
+# takes, and a case takes 2 to 17 times as long there as on a stock kernel:
+# cases whose paths other cases already take on it add time and no
+# finding.  Per suite: absent, all of it; None, none of it; a tuple, the
+# cases whose names contain one of its words (lib.sh's suites only).
+# RSTREAM_FULL=1 runs everything everywhere.
+DEBUG_CASES = {
+    # make bench's smoke test: rstream(1)'s measurements print their
+    # tables; no path of the module's that the data cases miss.
+    "rstream_bench.sh": None,
+    # Unmodified programs: their conversions are the preload library's
+    # (userspace); in the kernel they take transparent sockets' paths,
+    # which rstream_transparent.sh runs in full.  One program over RDMA
+    # and one falling back to TCP.
+    "rstream_run.sh": ("both_ends_over_rdma", "client_falls_back_to_tcp"),
+    # Sizes about each boundary on two ring sizes: the arithmetic is
+    # KUnit's and the fuzzer's.  Here the smallest rings at an odd size
+    # and both ways at once, a hundred connections, IPv6, and the device
+    # failing a packet (failslab: this kernel only).
+    "rstream_data.sh": ("send_65537_tiny", "both_directions_tiny",
+                        "hundred_connections_both", "ipv6_ten",
+                        "device_fails"),
+    # rdma-core's tools: the smallest rings (a grant every few writes)
+    # and blocking calls, each end serving; the runs at each size and the
+    # default sequence repeat the same paths at more cost.
+    "rstream_interop.sh": ("small_rings_65536", "blocking_64"),
+    # librdmacm's rsocket API: every way a connection ends; not the
+    # volume runs, nor the preload library's (the same kernel paths).
+    "rstream_rsocket.sh": ("half_close", "close_in_flight", "peer_closes",
+                           "peer_aborts", "peer_exits", "both_shut"),
+}
+
+
+def run_everything():
+    """RSTREAM_FULL=1: every suite, case and volume on every kernel."""
+    full = os.environ.get("RSTREAM_FULL", "")
+    if full not in ("", "0", "1"):
+        raise RigError(f"RSTREAM_FULL={full}: 1 or 0")
+    return full == "1"
+
+
 def selftest_plan(inst, kernel):
     limit = 45
     settings = inst / "settings"
@@ -268,9 +344,23 @@ def selftest_plan(inst, kernel):
         m = re.search(r"^timeout=(\d+)", settings.read_text(), re.M)
         if m:
             limit = int(m.group(1))
-    names = (inst / "tests.list").read_text().split()
-    return [(f"selftests/{n}", limit, f"{GUEST_LIB}/selftests/{n}")
-            for n in names if n not in NEEDS or kernel.enabled(NEEDS[n])]
+    plan = []
+    for n in (inst / "tests.list").read_text().split():
+        if n in NEEDS and not kernel.enabled(NEEDS[n]):
+            continue
+        cmd = f"{GUEST_LIB}/selftests/{n}"
+        cases = ()
+        if kernel.debug and not run_everything():
+            cases = DEBUG_CASES.get(n, ())
+        if cases is None:
+            continue
+        if cases:
+            # lib.sh's run_tests() keeps them (RSTREAM_SUITE_CASES).
+            if not n.endswith(".sh"):
+                raise RigError(f"DEBUG_CASES: {n} is not a lib.sh suite")
+            cmd = f"env RSTREAM_SUITE_CASES={','.join(cases)} {cmd}"
+        plan.append((f"selftests/{n}", limit, cmd))
+    return plan
 
 
 # The debug kernel (KASAN, lockdep) moves data about 12 times slower: the
@@ -289,15 +379,20 @@ def suite_limits(plan, kernel):
     return [(name, limit * scale, cmd) for name, limit, cmd in plan]
 
 
-def debug_volume():
-    """reduced (the default), or full: the interop suites' volume on the
-    debug kernel.  The stock kernels always run it in full; on the debug
-    kernel the full volume adds about 20 minutes and no coverage, which
-    goes to the fuzzer and the fault sweep instead."""
-    volume = os.environ.get("RSTREAM_DEBUG_VOLUME") or "reduced"
-    if volume not in ("full", "reduced"):
-        raise RigError(f"RSTREAM_DEBUG_VOLUME={volume}: full or reduced")
-    return volume
+# The kernel whose guest runs the volume cases in full (the default
+# sequences each way, 200,000 small sends, 1 GiB streams): the steady
+# state of the data path is the same code on every kernel, and one full
+# run of it is enough.  The others run them reduced (a tenth of the
+# transfers, 128 MiB); on the debug kernel the full volume alone took
+# 20 minutes.
+FULL_VOLUME_KERNEL = "6.12"
+
+
+def volume(kernel):
+    """full or reduced: the volume cases' size on @kernel."""
+    if kernel.name == FULL_VOLUME_KERNEL or run_everything():
+        return "full"
+    return "reduced"
 
 
 # The fuzzer's run, in seconds: longest on the debug kernel, whose checkers
@@ -341,9 +436,7 @@ def guest_conf(role, mode, kernel):
         "RSTREAM_SIW_ADDR4": SIW_ADDRESSES[0],
         "RSTREAM_SIW_ADDR6": SIW_ADDRESSES[1],
         "RSTREAM_TIME_SCALE": DEBUG_TIME_SCALE if kernel.debug else 1,
-        # The interop suites' volume runs go in full, except on the debug
-        # kernel unless RSTREAM_DEBUG_VOLUME=full asks for it.
-        "RSTREAM_VOLUME": debug_volume() if kernel.debug else "full",
+        "RSTREAM_VOLUME": volume(kernel),
         # KASAN's quarantine needs tending (see guest/init).
         "RSTREAM_KASAN": int(kernel.debug),
         "RSTREAM_FUZZ_SECONDS": FUZZ_SECONDS[kernel.debug],

@@ -118,19 +118,38 @@ stop_leftovers() {
 	return 0
 }
 
+# keep_cases <words> <case>...: the cases whose names contain one of the
+# words, space separated.
+keep_cases() {
+	_words=$1
+	shift
+	for _t in "$@"; do
+		for _w in $_words; do
+			case $_t in *"$_w"*) echo "$_t"; break ;; esac
+		done
+	done
+}
+
 # run_tests <function>...: the plan, then each function as one case.
 # RSTREAM_CASES (from make check, for a quicker run while working) keeps
-# only the cases whose names contain one of its words.
+# only the cases whose names contain one of its words; so does
+# RSTREAM_SUITE_CASES (comma separated), the rig's choice for this suite
+# on this kernel.  A case runs if both keep it.
 run_tests() {
-	if [ -n "${RSTREAM_CASES:-}" ]; then
-		kept=
-		for t in "$@"; do
-			for w in $RSTREAM_CASES; do
-				case $t in *"$w"*) kept="$kept $t"; break ;; esac
-			done
+	if [ -n "${RSTREAM_SUITE_CASES:-}" ]; then
+		_suite_words=$(echo "$RSTREAM_SUITE_CASES" | tr , ' ')
+		# A word that keeps nothing is a case renamed under the rig's
+		# choice: it would drop out of the runs without a word.
+		for _w in $_suite_words; do
+			[ -n "$(keep_cases "$_w" "$@")" ] ||
+				die "RSTREAM_SUITE_CASES: no case of $0 has '$_w' in its name"
 		done
-		# shellcheck disable=SC2086 # the case names are words
-		set -- $kept
+		# shellcheck disable=SC2046 # the case names are words
+		set -- $(keep_cases "$_suite_words" "$@")
+	fi
+	if [ -n "${RSTREAM_CASES:-}" ]; then
+		# shellcheck disable=SC2046 # the case names are words
+		set -- $(keep_cases "$RSTREAM_CASES" "$@")
 	fi
 	ktap_print_header
 	ktap_set_plan $#

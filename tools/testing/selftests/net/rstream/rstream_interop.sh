@@ -177,9 +177,9 @@ ours_serve_default_sequence_at_a_tenth() { tenth_sequence "$OURS" "$THEIRS" 7801
 theirs_serve_default_sequence_at_a_tenth() { tenth_sequence "$THEIRS" "$OURS" 7811; }
 
 # The default sequence in full, unless the rig asks for less
-# (RSTREAM_VOLUME=reduced: on the debug kernel, unless make check is given
-# RSTREAM_DEBUG_VOLUME=full), where both directions run the same eight
-# runs at a tenth.  The debug kernel (KASAN, lockdep,
+# (RSTREAM_VOLUME=reduced: on every kernel but 6.12, unless make check is
+# given RSTREAM_FULL=1), where both directions run the same eight runs at
+# a tenth.  The debug kernel (KASAN, lockdep,
 # kmemleak, all under TCG) takes 11-13 min for one full sequence (64_lat
 # alone: 100,000 round trips of 3 ms) against 40-80 s on the stock ones.
 if [ "${RSTREAM_VOLUME:-full}" = reduced ]; then
