@@ -191,22 +191,27 @@ def lib_self_check(inst):
     return wrong
 
 
-def lib_cases_check(inst):
-    """lib_self_check() without its decoy."""
-    tag = f"RSTREAM_LIB_SELF_CHECK={os.getpid()}.{time.monotonic_ns()}"
+def run_lib_suite(inst, text, **env):
+    """@text as a suite beside @inst's lib.sh, run by the host's sh with
+    @env added; RSTREAM_CASES and RSTREAM_SUITE_CASES, which pick the
+    guests' cases, only as @env gives them.  Its CompletedProcess."""
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("lib.sh", "ktap_helpers.sh"):
             shutil.copy2(inst / name, tmp)
         suite = Path(tmp) / "cases.sh"
-        suite.write_text(LIB_CASES)
-        # Its own cases, whatever RSTREAM_CASES picks for the guests'.
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("RSTREAM_CASES", "RSTREAM_SUITE_CASES")}
-        name, value = tag.split("=", 1)
-        env[name] = value
-        res = subprocess.run(["sh", str(suite)], capture_output=True,
-                             text=True, timeout=60, env=env)
-        out = res.stdout
+        suite.write_text(text)
+        full = {k: v for k, v in os.environ.items()
+                if k not in ("RSTREAM_CASES", "RSTREAM_SUITE_CASES")}
+        full.update(env)
+        return subprocess.run(["sh", str(suite)], capture_output=True,
+                              text=True, timeout=60, env=full)
+
+
+def lib_cases_check(inst):
+    """lib_self_check() without its decoy."""
+    tag = f"RSTREAM_LIB_SELF_CHECK={os.getpid()}.{time.monotonic_ns()}"
+    name, value = tag.split("=", 1)
+    out = run_lib_suite(inst, LIB_CASES, **{name: value}).stdout
     wrong = []
     for want in ("# killed ended by signal 9",
                  "# left running by killed, now stopped: sleep (1)",
@@ -236,20 +241,12 @@ def lib_selection_check(inst):
     """What run_tests (lib.sh) runs under RSTREAM_SUITE_CASES, and that a
     word naming no case fails the suite; a list of what is wrong."""
     wrong = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in ("lib.sh", "ktap_helpers.sh"):
-            shutil.copy2(inst / name, tmp)
-        suite = Path(tmp) / "cases.sh"
-        suite.write_text(SELECTION_CASES)
-        env = {k: v for k, v in os.environ.items() if k != "RSTREAM_CASES"}
-        for words, rc, want in (("sec", 0, "1..1\n#  RUN second\nok 1"),
-                                ("first,nothing", 1, "has 'nothing' in")):
-            env["RSTREAM_SUITE_CASES"] = words
-            res = subprocess.run(["sh", str(suite)], capture_output=True,
-                                 text=True, timeout=60, env=env)
-            if res.returncode != rc or want not in res.stdout:
-                wrong.append(f"RSTREAM_SUITE_CASES={words}: exit "
-                             f"{res.returncode}, said {res.stdout[-200:]!r}")
+    for words, rc, want in (("sec", 0, "1..1\n#  RUN second\nok 1"),
+                            ("first,nothing", 1, "has 'nothing' in")):
+        res = run_lib_suite(inst, SELECTION_CASES, RSTREAM_SUITE_CASES=words)
+        if res.returncode != rc or want not in res.stdout:
+            wrong.append(f"RSTREAM_SUITE_CASES={words}: exit "
+                         f"{res.returncode}, said {res.stdout[-200:]!r}")
     return wrong
 
 
@@ -337,6 +334,12 @@ def run_everything():
     return full == "1"
 
 
+def debug_trimmed(kernel):
+    """Whether @kernel runs the debug kernel's share (DEBUG_CASES, and the
+    pair without rig/wire) rather than everything."""
+    return kernel.debug and not run_everything()
+
+
 def selftest_plan(inst, kernel):
     limit = 45
     settings = inst / "settings"
@@ -349,9 +352,7 @@ def selftest_plan(inst, kernel):
         if n in NEEDS and not kernel.enabled(NEEDS[n]):
             continue
         cmd = f"{GUEST_LIB}/selftests/{n}"
-        cases = ()
-        if kernel.debug and not run_everything():
-            cases = DEBUG_CASES.get(n, ())
+        cases = DEBUG_CASES.get(n, ()) if debug_trimmed(kernel) else ()
         if cases is None:
             continue
         if cases:
@@ -717,7 +718,7 @@ def check(names):
         plan += selftest_plan(selftests, kernel)
         pair = [("rig/wire", WIRE_LIMIT, f"{GUEST_LIB}/guest/wire.sh"),
                 ("rig/live", LIVE_LIMIT, f"{GUEST_LIB}/guest/live.sh")]
-        if kernel.debug and not run_everything():
+        if debug_trimmed(kernel):
             # Data across the wire takes the paths of the loopback
             # guest's data and interop cases, which run there; the dead
             # peer (rig/live) is the pair's own.  The wire took 220 s of
