@@ -146,6 +146,7 @@ static struct rstream_sock *rstream_sock_alloc(struct net *net,
 	rs->new_child = rstream_child_alloc;
 	rs->paths = RSTREAM_PATH_RDMA;
 	rs->connect_timeout = msecs_to_jiffies(RSTREAM_CONNECT_TIMEOUT_MS);
+	rs->rtt_at = jiffies - 1;
 	if (parent) {
 		struct rstream_sock *lrs = rstream_sk(parent);
 
@@ -336,6 +337,7 @@ static int rstream_sock_renew(struct rstream_sock *rs)
 	/* The last attempt's liveness and TCP_INFO state goes with it. */
 	rs->stall_at = 0;
 	rs->rtt_timing = false;
+	rs->rtt_at = jiffies - 1;	/* the first write is timed */
 	rs->srtt_us = 0;
 	rs->mdev_us = 0;
 	rs->data_sent_at = 0;

@@ -259,8 +259,12 @@ struct rstream_sock {
 	unsigned long stall_at;		/* a sender found no room; 0: none */
 	unsigned long data_sent_at;	/* the last data write posted */
 	unsigned long data_recv_at;	/* the last data message received */
-	/* TCP_INFO's round trip: one signaled write timed at a time (tx.c). */
+	/*
+	 * TCP_INFO's round trip: one signaled write timed at a time, at most
+	 * one started in a tick (tx.c).
+	 */
 	u64 rtt_start;			/* local_clock() at its post */
+	unsigned long rtt_at;		/* jiffies then */
 	u32 rtt_seq;			/* its SQ sequence */
 	bool rtt_timing;
 	u32 srtt_us;			/* smoothed, << 3, as TCP's */

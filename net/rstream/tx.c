@@ -109,10 +109,15 @@ static int rstream_post(struct rstream_sock *rs, struct ib_rdma_wr *wr,
 	/* The user timeout runs from here while nothing completes (conn.c). */
 	if (!rstream_sq_inflight(&rs->sq))
 		rs->busy_at = jiffies;
-	/* TCP_INFO's round trip: one write at a time, to its completion. */
-	if (signal && !rs->rtt_timing) {
+	/*
+	 * TCP_INFO's round trip: one write at a time, to its completion, and
+	 * no more than one a tick: the clock read is the dearest step here,
+	 * between the post and the unlock that may start the device's work.
+	 */
+	if (signal && !rs->rtt_timing && time_after(jiffies, rs->rtt_at)) {
 		rs->rtt_seq = rs->sq.posted;
 		rs->rtt_start = local_clock();
+		rs->rtt_at = jiffies;
 		rs->rtt_timing = true;
 	}
 	rs->sq.posted++;
@@ -701,10 +706,10 @@ void rstream_tx_cork_timer(struct rstream_sock *rs, u64 ns)
  */
 bool rstream_tx_cork_window(struct rstream_sock *rs, u64 *left)
 {
-	u64 gap = local_clock() - READ_ONCE(rs->tx_last_send);
-
-	if (READ_ONCE(rs->nodelay) || gap >= RSTREAM_CORK_NS ||
-	    rs->rx.written != rs->tx_rx_mark || rstream_has_waiter(rs))
+	/* The clock last: a read costs more than the rest together. */
+	if (READ_ONCE(rs->nodelay) || rs->rx.written != rs->tx_rx_mark ||
+	    local_clock() - READ_ONCE(rs->tx_last_send) >= RSTREAM_CORK_NS ||
+	    rstream_has_waiter(rs))
 		return false;
 	*left = RSTREAM_CORK_NS;
 	return true;
@@ -1077,8 +1082,12 @@ int rstream_rdma_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	 */
 	if (behind && READ_ONCE(rs->sbuf_head) != READ_ONCE(rs->sbuf_sent))
 		rstream_cq_poll(rs);
-	/* Sends that follow within RSTREAM_CORK_NS are a stream. */
-	if (copied)
+	/*
+	 * Sends that follow within RSTREAM_CORK_NS are a stream; with
+	 * TCP_NODELAY nothing gathers, and a time left from before it was
+	 * set is only older than the window.
+	 */
+	if (copied && !READ_ONCE(rs->nodelay))
 		WRITE_ONCE(rs->tx_last_send, local_clock());
 out:
 	/* Bytes sent stand; a reset's errno then waits for the next call. */
