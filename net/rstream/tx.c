@@ -706,7 +706,7 @@ void rstream_tx_cork_timer(struct rstream_sock *rs, u64 ns)
  */
 bool rstream_tx_cork_window(struct rstream_sock *rs, u64 *left)
 {
-	/* The clock last: a read costs more than the rest together. */
+	/* The clock after the plain reads: it costs more than they do. */
 	if (READ_ONCE(rs->nodelay) || rs->rx.written != rs->tx_rx_mark ||
 	    local_clock() - READ_ONCE(rs->tx_last_send) >= RSTREAM_CORK_NS ||
 	    rstream_has_waiter(rs))
