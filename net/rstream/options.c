@@ -235,7 +235,8 @@ static u32 rstream_maxseg(struct rstream_sock *rs)
  * bytes sent, completed, corked and received, the writes in flight, the
  * peer's current grant (tcpi_snd_wnd) and the message credits it left us
  * (tcpi_snd_cwnd, in writes), the round trip from a write's post to its
- * completion, smoothed as TCP smooths its own (tcpi_rtt, tcpi_rttvar),
+ * completion, smoothed as TCP smooths its own (tcpi_rtt, tcpi_rttvar; at
+ * most one write timed a tick, where TCP samples every ACK: tx.c),
  * the times since data last went and came and since the peer's device
  * last answered (tcpi_last_*), the keepalive probes unanswered.
  * tcpi_snd_mss is TCP_MAXSEG's.  What the RDMA device keeps to itself
