@@ -649,6 +649,9 @@ def host_checks(ksrc, section):
                   "; ".join(wrong))
     wrong = ktap.self_check()
     section.check("the KTAP reader's own cases", not wrong, "; ".join(wrong))
+    wrong = benchmark.self_check()
+    section.check("make bench's targets' own cases", not wrong,
+                  "; ".join(wrong))
     dkms = (REPO / "dkms.conf").read_text()
     code = (REPO / "net" / "rstream" / "rstream.h").read_text()
     dv = re.search(r'PACKAGE_VERSION="([^"]+)"', dkms)
