@@ -360,10 +360,10 @@ def report(kernel_name, text):
 
     def target(what, value, limit, higher_is_better,
                floors=(None, None, None)):
-        """@value: a Figure of per-run ratios, or a number.  @floors: the
-        same ratio for the least a kernel socket can do, measured in this
-        run: without a program's system calls, with them on devices, and
-        with them on sockets, where there are such measures."""
+        """@value: a Figure of per-run ratios.  @floors: the same ratio
+        for the least a kernel socket can do, measured in this run:
+        without a program's system calls, with them on devices, and with
+        them on sockets, where there are such measures."""
         def meets(v):
             return v >= limit if higher_is_better else v <= limit
 
@@ -373,20 +373,13 @@ def report(kernel_name, text):
             return f"{floor.median:.2f}" + ("" if meets(floor.median)
                                             else " (beyond the target)")
         bounds = tuple(bound(f) for f in floors)
-        if isinstance(value, Figure):
-            if not value:
-                checks.append((what, "-", bounds, False))
-                return
-            text = f"{value.median:.2f}"
-            if len(value.values) > 1:
-                text += (f" ({value.values[0]:.2f} to "
-                         f"{value.values[-1]:.2f})")
-            checks.append((what, text, bounds, meets(value.median)))
-            return
-        if value is None:
+        if not value:
             checks.append((what, "-", bounds, False))
             return
-        checks.append((what, f"{value:.2f}", bounds, meets(value)))
+        text = f"{value.median:.2f}"
+        if len(value.values) > 1:
+            text += f" ({value.values[0]:.2f} to {value.values[-1]:.2f})"
+        checks.append((what, text, bounds, meets(value.median)))
 
     # Each target is a ratio within one run, the median over the runs.
     ratio = per_run_ratio
@@ -436,10 +429,10 @@ def report(kernel_name, text):
     before = MEMORY_BEFORE.get(kernel_name)
     if before:
         target(f"memory beyond the rings / before ({before:.0f} KiB) ≤ 0.36",
-               beyond.median / before if beyond else None, 0.36, False)
+               Figure([v / before for v in beyond.values]), 0.36, False)
     else:
         target("memory beyond the rings / before ≤ 0.36 (no figure before "
-               "for this kernel)", None, 0.36, False)
+               "for this kernel)", Figure([]), 0.36, False)
 
     out.append("")
     out.append("| target | value | floor: kernel QPs + copies | "
